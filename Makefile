@@ -1,0 +1,19 @@
+# make run   - set up if needed, then train the seed job on 4 ranks with horovodrun
+# make test  - set up if needed, then run the test suite
+# make setup - system MPI + .venv + Horovod (idempotent; scripts/setup.sh)
+VENV ?= .venv
+NP ?= 4
+
+.PHONY: setup run test clean
+
+setup:
+	bash scripts/setup.sh
+
+run: setup
+	$(VENV)/bin/horovodrun -np $(NP) $(VENV)/bin/python train.py $(ARGS)
+
+test: setup
+	$(VENV)/bin/python -m pytest tests $(PYTEST_ARGS)
+
+clean:
+	rm -rf $(VENV) .pytest_cache .hypothesis
