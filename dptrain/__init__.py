@@ -1,0 +1,1 @@
+"""dptrain: synchronous data-parallel training of a small network with Horovod and MPI."""

@@ -1,0 +1,83 @@
+"""Distributed setup: Horovod start, thread pools, device pinning, and collective agreement."""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+import horovod.tensorflow as hvd
+import tensorflow as tf
+
+from .errors import fail
+
+
+@dataclass(frozen=True)
+class World:
+    """Who this process is among the ranks of the job."""
+
+    rank: int
+    size: int
+    local_rank: int
+    local_size: int
+
+    @property
+    def is_chief(self) -> bool:
+        """Rank 0 does every bit of I/O and logging; the others only compute."""
+        return self.rank == 0
+
+
+def start() -> World:
+    """Start Horovod, then configure TensorFlow for this rank before its runtime exists."""
+    # Horovod: a collective that some rank never joins aborts the job instead of waiting
+    # forever (warning after 60 s, shutdown after 120 s; both overridable).
+    os.environ.setdefault("HOROVOD_STALL_CHECK_TIME_SECONDS", "60")
+    os.environ.setdefault("HOROVOD_STALL_SHUTDOWN_TIME_SECONDS", "120")
+    hvd.init()
+    world = World(hvd.rank(), hvd.size(), hvd.local_rank(), hvd.local_size())
+    _size_thread_pools(world.local_size)
+    _pin_device(world.local_rank)
+    return world
+
+
+def _size_thread_pools(local_size: int) -> None:
+    """Give each of the ranks sharing a machine its share of the cores, so they do not fight."""
+    cores = len(os.sched_getaffinity(0))
+    threads = int(os.environ.get("OMP_NUM_THREADS") or max(1, cores // local_size))
+    tf.config.threading.set_intra_op_parallelism_threads(threads)
+    tf.config.threading.set_inter_op_parallelism_threads(1)  # the graph is a chain: no parallel ops
+
+
+def _pin_device(local_rank: int) -> None:
+    """One GPU per local rank when there are GPUs; on a CPU-only build this is a no-op."""
+    gpus = tf.config.list_physical_devices("GPU")
+    if gpus:
+        gpu = gpus[local_rank % len(gpus)]
+        tf.config.experimental.set_memory_growth(gpu, True)
+        tf.config.set_visible_devices(gpu, "GPU")
+
+
+def first_failing_rank(failed: bool, world: World) -> int | None:
+    """Collective: the lowest rank that failed, or None; every rank must call it together.
+
+    This is how a rank-local problem (a bad file on rank 0, say) stops every rank instead of
+    leaving the others waiting in the next collective.
+    """
+    mine = tf.constant(world.rank if failed else world.size, tf.int32)
+    lowest = int(hvd.allreduce(mine, op=hvd.Min, name="dptrain.failed").numpy())
+    return None if lowest == world.size else lowest
+
+
+def broadcast_from_chief(variables: list[tf.Variable]) -> None:
+    """Horovod: every rank starts from rank 0's weights, whatever it drew itself."""
+    hvd.broadcast_variables(variables, root_rank=0)
+
+
+def global_sum(value: tf.Tensor, name: str) -> tf.Tensor:
+    """Horovod: sum of a tensor over all ranks (e.g. the per-shard loss sums)."""
+    return hvd.allreduce(value, op=hvd.Sum, name=name)
+
+
+def stop_if_any_failed(error: str | None, world: World) -> None:
+    """Collective: if any rank has an error, the lowest such rank prints it and all exit 2."""
+    bad = first_failing_rank(error is not None, world)
+    if bad is not None:
+        fail(error or "", rank=0 if world.rank == bad else 1)
