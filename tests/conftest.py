@@ -1,0 +1,127 @@
+"""Shared test helpers: run real launcher processes with a hard timeout and leave none behind."""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # for the tests that load TensorFlow in-process
+ROOT = Path(__file__).resolve().parent.parent
+PYTHON = sys.executable
+BIN = Path(PYTHON).parent
+TAG_VAR = "DPTRAIN_TEST_TAG"  # marks every process a test starts, to find stragglers by PID
+
+
+@dataclass
+class Result:
+    """What a finished job left: exit code, output, wall time."""
+
+    rc: int
+    stdout: str
+    stderr: str
+    seconds: float
+
+    def error_lines(self) -> list[str]:
+        """Our one-line error reports, wherever they landed."""
+        return [ln for ln in (self.stdout + self.stderr).splitlines() if "dptrain: error:" in ln]
+
+
+def tagged_pids(tag: str) -> list[int]:
+    """PIDs of live processes whose environment carries this tag."""
+    pids = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit() or int(entry.name) == os.getpid():
+            continue
+        try:
+            env = (entry / "environ").read_bytes()
+        except OSError:
+            continue
+        if f"{TAG_VAR}={tag}".encode() in env.split(b"\0"):
+            pids.append(int(entry.name))
+    return pids
+
+
+def kill_tagged(tag: str) -> list[int]:
+    """SIGKILL every process carrying the tag (by PID); return the PIDs that were still alive."""
+    alive = tagged_pids(tag)
+    for pid in alive:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    return alive
+
+
+def job_env(extra: dict | None = None) -> dict:
+    """Environment for a job: the venv first on PATH, MPI allowed as root, quiet TensorFlow."""
+    env = dict(os.environ)
+    env["PATH"] = f"{BIN}:{env.get('PATH', '')}"
+    env.update(OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
+               OMPI_MCA_rmaps_base_oversubscribe="1", TF_CPP_MIN_LOG_LEVEL="2",
+               PYTHONUNBUFFERED="1")
+    env.update(extra or {})
+    return env
+
+
+def run(cmd: list[str], timeout: float = 120, env: dict | None = None,
+        cwd: Path = ROOT) -> Result:
+    """Run cmd to completion or kill its whole tree at `timeout`; fail on any leftover process."""
+    tag = uuid.uuid4().hex
+    env = job_env(env) | {TAG_VAR: tag}
+    t0 = time.monotonic()
+    proc = subprocess.Popen(cmd, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, start_new_session=True)
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        kill_tagged(tag)
+        out, err = proc.communicate()
+        pytest.fail(f"timed out after {timeout}s: {' '.join(map(str, cmd))}\n{out}\n{err}")
+    seconds = time.monotonic() - t0
+    time.sleep(0.2)  # let exiting ranks be reaped before looking for stragglers
+    leftovers = kill_tagged(tag)
+    assert not leftovers, f"processes left running after {cmd}: {leftovers}"
+    return Result(proc.returncode, out, err, seconds)
+
+
+def read_metrics(path: Path) -> list[dict]:
+    """The JSON-lines metrics file, one dict per logged step."""
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def save_npz(path: Path, params: dict) -> Path:
+    """Write an --init-weights file."""
+    np.savez(path, **params)
+    return path
+
+
+def relative_gap(a: list[float], b: list[float]) -> float:
+    """Largest |a - b| / |b| over paired values, |b| floored at 1e-12 of the largest |b|.
+
+    The floor keeps a loss that has fallen to rounding level (a 1-point fit reaches 1e-30)
+    from turning a 1e-40 absolute difference into a large relative one.
+    """
+    a, b = np.asarray(a, float), np.asarray(b, float)
+    assert a.shape == b.shape, (a.shape, b.shape)
+    floor = 1e-12 * np.max(np.abs(b))
+    return float(np.max(np.abs(a - b) / np.maximum(np.abs(b), floor)))
+
+
+@pytest.fixture(scope="session")
+def mpirun() -> str:
+    """Path of Open MPI's mpirun."""
+    path = shutil.which("mpirun")
+    if path is None:
+        pytest.fail("mpirun not found: run 'make setup'")
+    return path

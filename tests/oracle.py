@@ -1,0 +1,54 @@
+"""An independent NumPy model of the seed job: forward pass, hand-derived gradient, plain GD.
+
+Shares no code with dptrain, so agreement between the two is evidence, not tautology.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+
+def forward(p: dict, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Hidden activations and outputs of tanh(x W1 + b1) W2 + b2."""
+    h = np.tanh(x @ p["W1"] + p["b1"])
+    return h, h @ p["W2"] + p["b2"]
+
+
+def loss(p: dict, x: np.ndarray, y: np.ndarray) -> float:
+    """Mean squared error over all rows."""
+    return float(np.mean((forward(p, x)[1] - y) ** 2))
+
+
+def gradient(p: dict, x: np.ndarray, y: np.ndarray) -> dict:
+    """d MSE / d params by the chain rule, written out by hand."""
+    h, out = forward(p, x)
+    d_out = 2.0 * (out - y) / len(x)             # dL/d out, (n, 1)
+    d_pre = (d_out @ p["W2"].T) * (1.0 - h * h)  # back through W2 and tanh, (n, h)
+    return {"W2": h.T @ d_out, "b2": d_out.sum(0, keepdims=True),
+            "W1": x.T @ d_pre, "b1": d_pre.sum(0, keepdims=True)}
+
+
+def descend(p: dict, x: np.ndarray, y: np.ndarray, lr: float, steps: int,
+            log_every: int) -> list[tuple[int, float]]:
+    """Full-batch GD; (k, loss after k updates) for k = 0, log_every, ... and k = steps."""
+    p = {k: v.copy() for k, v in p.items()}
+    logged = []
+    for k in range(steps + 1):
+        if k % log_every == 0 or k == steps:
+            logged.append((k, loss(p, x, y)))
+        if k < steps:
+            g = gradient(p, x, y)
+            p = {name: p[name] - lr * g[name] for name in p}
+    return logged
+
+
+def seed_data(n: int) -> tuple[np.ndarray, np.ndarray]:
+    """The seed problem, built whole: x = linspace(-2, 2, n), y = x^2, as columns."""
+    x = np.linspace(-2.0, 2.0, n).reshape(-1, 1)
+    return x, x ** 2
+
+
+def draw_params(hidden: int, seed: int) -> dict:
+    """Standard-normal weights of a 1 -> hidden -> 1 network (test inputs, any generator)."""
+    rng = np.random.RandomState(seed)
+    return {"W1": rng.randn(1, hidden), "b1": rng.randn(1, hidden),
+            "W2": rng.randn(hidden, 1), "b2": rng.randn(1, 1)}

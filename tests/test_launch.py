@@ -1,0 +1,39 @@
+"""launch.sh: echoes the mpirun command it runs, passes flags through, refuses bad knobs."""
+from __future__ import annotations
+
+from conftest import ROOT, run
+
+LAUNCH = str(ROOT / "launch.sh")
+
+
+def test_missing_hostfile_is_refused_clearly(tmp_path) -> None:
+    res = run([LAUNCH], env={"HOSTFILE": str(tmp_path / "nope")}, timeout=30)
+    assert res.rc == 2
+    assert res.stderr.strip() == f"launch.sh: error: hostfile '{tmp_path / 'nope'}' not found or not readable"
+
+
+def test_bad_np_is_refused_clearly() -> None:
+    res = run([LAUNCH], env={"NP": "two"}, timeout=30)
+    assert res.rc == 2
+    assert "NP must be a positive integer, got 'two'" in res.stderr
+
+
+def test_echoes_the_command_and_passes_arguments_through() -> None:
+    res = run([LAUNCH, "--help"], env={"NP": "3"}, timeout=60)
+    assert res.rc == 0, res.stderr
+    echoed = [ln for ln in res.stderr.splitlines() if ln.startswith("+ ")]
+    assert len(echoed) == 1
+    for part in ("-np 3", "-bind-to none", "-map-by slot", "train.py --help"):
+        assert part in echoed[0], echoed[0]
+    assert res.stdout.count("usage: train.py") == 1  # three ranks, one help text
+
+
+def test_runs_a_short_job_with_a_hostfile(tmp_path) -> None:
+    hostfile = tmp_path / "hosts"
+    hostfile.write_text("# this machine only\nlocalhost slots=2\n")
+    res = run([LAUNCH, "--steps", "20", "--log-every", "10"],
+              env={"HOSTFILE": str(hostfile), "NP": "2"}, timeout=120)
+    assert res.rc == 0, res.stderr
+    assert f"--hostfile {hostfile}" in res.stderr
+    assert [ln.split()[1] for ln in res.stdout.splitlines() if ln.startswith("step")] == \
+        ["0", "10", "20"]

@@ -1,0 +1,53 @@
+"""The NumPy oracle checks itself against finite differences; TensorFlow's step matches it."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import oracle
+
+
+def test_hand_gradient_matches_central_differences() -> None:
+    x, y = oracle.seed_data(17)
+    p = oracle.draw_params(5, 3)
+    g = oracle.gradient(p, x, y)
+    eps = 1e-6
+    for name, value in p.items():
+        for idx in np.ndindex(value.shape):
+            hi = {k: v.copy() for k, v in p.items()}
+            lo = {k: v.copy() for k, v in p.items()}
+            hi[name][idx] += eps
+            lo[name][idx] -= eps
+            numeric = (oracle.loss(hi, x, y) - oracle.loss(lo, x, y)) / (2 * eps)
+            assert numeric == pytest.approx(g[name][idx], rel=1e-6, abs=1e-9), (name, idx)
+
+
+@pytest.fixture(scope="module")
+def hvd_single():
+    """Horovod started in this process as a world of one."""
+    from dptrain import distributed
+    return distributed.start()
+
+
+@pytest.mark.parametrize("n", [50, 7, 1])
+def test_tensorflow_step_matches_oracle(hvd_single, n: int) -> None:
+    from dptrain.data import parabola_shard
+    from dptrain.model import MLP
+    from dptrain.sync import make_step
+
+    p = oracle.draw_params(5, n)
+    x, y = parabola_shard(n, 1, 0)
+    model = MLP(p)
+    step, evaluate = make_step(model, x, y, n, 0.01)
+    xo, yo = oracle.seed_data(n)
+    expected = oracle.descend(p, xo, yo, 0.01, 300, 1)
+    got = [float(step()) for _ in range(300)] + [float(evaluate())]
+    want = [loss for _, loss in expected]
+    # atol: a 1-point fit reaches losses of 1e-30, where only absolute rounding is meaningful.
+    np.testing.assert_allclose(got, want, rtol=1e-10, atol=1e-12 * want[0])
+    g = oracle.gradient(p, xo, yo)
+    after_one = {k: p[k] - 0.01 * g[k] for k in p}
+    model1 = MLP(p)
+    make_step(model1, x, y, n, 0.01)[0]()
+    for k, v in model1.params().items():
+        np.testing.assert_allclose(v, after_one[k], rtol=1e-12, atol=1e-15)

@@ -1,0 +1,49 @@
+"""--output-dir: config, metrics and final weights, and the weights round-trip as --init-weights."""
+from __future__ import annotations
+
+import json
+
+import numpy as np
+
+import oracle
+from conftest import PYTHON, ROOT, read_metrics, run, save_npz
+
+
+def test_output_dir_holds_config_metrics_and_final_weights(tmp_path) -> None:
+    p = oracle.draw_params(4, 9)
+    init = save_npz(tmp_path / "init.npz", p)
+    out = tmp_path / "run"
+    cmd = ["mpirun", "-np", "2", "--oversubscribe", PYTHON, str(ROOT / "train.py"), "--hidden",
+           "4", "--n-points", "9", "--steps", "120", "--log-every", "40", "--init-weights",
+           str(init), "--output-dir", str(out)]
+    res = run(cmd, timeout=120)
+    assert res.rc == 0, res.stderr
+    config = json.loads((out / "config.json").read_text())
+    assert config["hidden"] == 4 and config["steps"] == 120 and config["ranks"] == 2
+    records = read_metrics(out / "metrics.jsonl")
+    assert [r["step"] for r in records] == [0, 40, 80, 120]
+    x, y = oracle.seed_data(9)
+    expected = p
+    for _ in range(120):
+        g = oracle.gradient(expected, x, y)
+        expected = {k: expected[k] - 0.01 * g[k] for k in expected}
+    with np.load(out / "weights.npz", allow_pickle=False) as f:
+        assert sorted(f.files) == ["W1", "W2", "b1", "b2"]
+        for k in expected:
+            np.testing.assert_allclose(f[k], expected[k], rtol=1e-10)
+    # The final weights are a valid starting point: zero steps from them logs the final loss.
+    res = run([PYTHON, str(ROOT / "train.py"), "--hidden", "4", "--n-points", "9", "--steps", "0",
+               "--init-weights", str(out / "weights.npz"), "--metrics", str(tmp_path / "m0")])
+    assert res.rc == 0, res.stderr
+    (again,) = read_metrics(tmp_path / "m0")
+    assert again["step"] == 0
+    assert np.isclose(again["loss"], records[-1]["loss"], rtol=1e-12)
+
+
+def test_console_shows_step_loss_time_and_ranks(tmp_path) -> None:
+    res = run(["mpirun", "-np", "2", "--oversubscribe", PYTHON, str(ROOT / "train.py"),
+               "--steps", "100"], timeout=120)
+    assert res.rc == 0, res.stderr
+    lines = [ln for ln in res.stdout.splitlines() if ln.startswith("step")]
+    assert len(lines) == 3, res.stdout  # steps 0, 50, 100, printed by rank 0 alone
+    assert "ms/step" in lines[-1] and "ranks 2" in lines[-1] and "loss" in lines[-1]
