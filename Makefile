@@ -3,6 +3,7 @@
 # make setup - system MPI + .venv + Horovod (idempotent; scripts/setup.sh)
 VENV ?= .venv
 NP ?= 4
+export TF_CPP_MIN_LOG_LEVEL ?= 2
 
 .PHONY: setup run test clean
 

@@ -31,11 +31,24 @@ def start() -> World:
     # forever (warning after 60 s, shutdown after 120 s; both overridable).
     os.environ.setdefault("HOROVOD_STALL_CHECK_TIME_SECONDS", "60")
     os.environ.setdefault("HOROVOD_STALL_SHUTDOWN_TIME_SECONDS", "120")
+    _yield_if_oversubscribed()
     hvd.init()
     world = World(hvd.rank(), hvd.size(), hvd.local_rank(), hvd.local_size())
     _size_thread_pools(world.local_size)
     _pin_device(world.local_rank)
     return world
+
+
+def _yield_if_oversubscribed() -> None:
+    """More ranks than cores here: make Open MPI yield the core while it waits.
+
+    Open MPI busy-polls by default; horovodrun -np 4 on 2 cores gives it slots=4, so it does not
+    know it is oversubscribed and four spinning ranks ran the seed step 6x slower (18 vs 3 ms).
+    Must be set before MPI_Init, hence before hvd.init().
+    """
+    local = os.environ.get("OMPI_COMM_WORLD_LOCAL_SIZE") or os.environ.get("HOROVOD_LOCAL_SIZE")
+    if local and local.isdigit() and int(local) > len(os.sched_getaffinity(0)):
+        os.environ.setdefault("OMPI_MCA_mpi_yield_when_idle", "1")
 
 
 def _size_thread_pools(local_size: int) -> None:
