@@ -29,13 +29,14 @@ def prepare_on_chief(config: cli.Config, world: World) -> tuple[dict, outputs.Re
     """Rank 0's fallible start-up I/O; every rank learns together whether it worked."""
     from dptrain import distributed, model
 
+    hosts = distributed.hostnames()  # collective: which rank runs where, for the record
     params = model.random_params(config.hidden, config.seed)  # replaced by rank 0's broadcast
     reporter, error = outputs.Reporter(False, world.size), None
     if world.is_chief:  # the one place that gates rank-0 work
         try:
             if config.init_weights:
                 params = model.load_params(config.init_weights, config.hidden)
-            reporter = outputs.open_reporter(config.as_dict(), world.size)
+            reporter = outputs.open_reporter(config.as_dict(), hosts)
         except JobError as e:
             error = str(e)
     distributed.stop_if_any_failed(error, world)  # no rank is left waiting on a failed one

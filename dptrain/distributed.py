@@ -2,12 +2,17 @@
 from __future__ import annotations
 
 import os
+import re
+import socket
 from dataclasses import dataclass
 
 import horovod.tensorflow as hvd
+import numpy as np
 import tensorflow as tf
 
 from .errors import fail
+
+HOSTNAME_BYTES = 64  # RFC 1035 caps a label at 63
 
 
 @dataclass(frozen=True)
@@ -46,9 +51,17 @@ def _yield_if_oversubscribed() -> None:
     know it is oversubscribed and four spinning ranks ran the seed step 6x slower (18 vs 3 ms).
     Must be set before MPI_Init, hence before hvd.init().
     """
-    local = os.environ.get("OMPI_COMM_WORLD_LOCAL_SIZE") or os.environ.get("HOROVOD_LOCAL_SIZE")
-    if local and local.isdigit() and int(local) > len(os.sched_getaffinity(0)):
+    if _ranks_on_this_host() > len(os.sched_getaffinity(0)):
         os.environ.setdefault("OMPI_MCA_mpi_yield_when_idle", "1")
+
+
+def _ranks_on_this_host() -> int:
+    """Ranks sharing this host, as the launcher announced before MPI starts (0 if unknown)."""
+    for var in ("OMPI_COMM_WORLD_LOCAL_SIZE", "HOROVOD_LOCAL_SIZE", "SLURM_STEP_TASKS_PER_NODE"):
+        m = re.match(r"\d+", os.environ.get(var, ""))  # Slurm's form is e.g. "4(x2),3"
+        if m:
+            return int(m.group())
+    return 0
 
 
 def _size_thread_pools(local_size: int) -> None:
@@ -77,6 +90,15 @@ def first_failing_rank(failed: bool, world: World) -> int | None:
     mine = tf.constant(world.rank if failed else world.size, tf.int32)
     lowest = int(hvd.allreduce(mine, op=hvd.Min, name="dptrain.failed").numpy())
     return None if lowest == world.size else lowest
+
+
+def hostnames() -> list[str]:
+    """Collective: every rank's hostname, in rank order (fixed-width bytes, no pickling)."""
+    mine = np.zeros((1, HOSTNAME_BYTES), np.uint8)
+    raw = socket.gethostname().encode()[:HOSTNAME_BYTES]
+    mine[0, :len(raw)] = np.frombuffer(raw, np.uint8)
+    rows = hvd.allgather(tf.constant(mine), name="dptrain.hosts").numpy()
+    return [bytes(row).rstrip(b"\0").decode(errors="replace") for row in rows]
 
 
 def broadcast_from_chief(variables: list[tf.Variable]) -> None:

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 import tempfile
 from typing import IO, Callable
 
@@ -33,17 +34,28 @@ def _umask() -> int:
     return mask
 
 
-def open_reporter(config: dict, size: int) -> "Reporter":
+def open_reporter(config: dict, hosts: list[str]) -> Reporter:
     """Rank 0's reporter: creates --output-dir, writes config.json, opens the metrics file."""
     out, metrics = config.get("output_dir"), config.get("metrics")
+    print(placement(hosts), flush=True)
     try:
         if out:
             os.makedirs(out, exist_ok=True)
-            save_config(os.path.join(out, "config.json"), config | {"ranks": size})
+            save_config(os.path.join(out, "config.json"),
+                        config | {"ranks": len(hosts), "hosts": hosts})
             metrics = metrics or os.path.join(out, "metrics.jsonl")
-        return Reporter(True, size, metrics)
+        return Reporter(True, len(hosts), metrics)
     except OSError as e:
         raise JobError(f"cannot write {e.filename}: {e.strerror}") from None
+
+
+def placement(hosts: list[str]) -> str:
+    """'ranks 3 on 2 hosts: a [0 1], b [2]' from each rank's hostname."""
+    ranks: dict[str, list[int]] = {}
+    for rank, host in enumerate(hosts):
+        ranks.setdefault(host, []).append(rank)
+    where = ", ".join(f"{h} [{' '.join(map(str, r))}]" for h, r in ranks.items())
+    return f"ranks {len(hosts)} on {len(ranks)} host{'s' * (len(ranks) != 1)}: {where}"
 
 
 class Reporter:
@@ -60,7 +72,9 @@ class Reporter:
         if not self.enabled:
             return
         timing = "compile" if step == 0 else f"{sec_per_step * 1e3:8.3f} ms/step"
-        print(f"step {step:6d}  loss {loss:.6e}  {timing}  ranks {self.size}", flush=True)
+        # One write per line: labelling launchers (srun -l, mpirun --tag-output) split on writes.
+        sys.stdout.write(f"step {step:6d}  loss {loss:.6e}  {timing}  ranks {self.size}\n")
+        sys.stdout.flush()
         if self._metrics:
             record = {"step": step, "loss": loss, "sec_per_step": sec_per_step, "ranks": self.size}
             self._metrics.write(json.dumps(record) + "\n")
