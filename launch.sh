@@ -1,13 +1,21 @@
 #!/usr/bin/env bash
 # Launch train.py over MPI with the flags Horovod recommends for Open MPI.
-#   ./launch.sh [train.py flags...]                  NP ranks on this machine (default 2)
-#   HOSTFILE=hostfile NP=8 ./launch.sh --steps 5000  ranks spread over the hosts of a hostfile
-# Knobs: NP, HOSTFILE (format: hostfile.example), PYTHON, MPIRUN, MPIRUN_ARGS (extra mpirun flags).
+#   ./launch.sh [--dry-run] [train.py flags...]
+# Where the ranks go:
+#   HOSTFILE=hostfile NP=8 ./launch.sh   the hosts of a hostfile (format: hostfile.example)
+#   inside a Slurm allocation            the allocation (NP defaults to SLURM_NTASKS)
+#   otherwise                            NP ranks (default 2) on this machine
+# --dry-run prints the command without running it.
+# Knobs: NP, HOSTFILE, PYTHON, MPIRUN, MPIRUN_ARGS (extra mpirun flags, split on spaces).
 set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-NP=${NP:-2}
+dry_run=0
+if [ "${1:-}" = "--dry-run" ]; then dry_run=1; shift; fi
 HOSTFILE=${HOSTFILE:-}
+in_slurm=0
+[ -z "$HOSTFILE" ] && [ -n "${SLURM_JOB_ID:-}" ] && in_slurm=1
+if [ "$in_slurm" = 1 ]; then NP=${NP:-${SLURM_NTASKS:-1}}; else NP=${NP:-2}; fi
 MPIRUN=${MPIRUN:-mpirun}
 MPIRUN_ARGS=${MPIRUN_ARGS:-}
 if [ -z "${PYTHON:-}" ]; then
@@ -27,9 +35,9 @@ cmd=("$MPIRUN" -np "$NP" -bind-to none -map-by slot -mca pml ob1 -mca btl '^open
 if [ -n "$HOSTFILE" ]; then
     [ -r "$HOSTFILE" ] || die "hostfile '$HOSTFILE' not found or not readable"
     cmd+=(--hostfile "$HOSTFILE")
-else
+elif [ "$in_slurm" = 0 ]; then
     cmd+=(--oversubscribe)  # one machine: allow more ranks than cores (the pools are sized)
-fi
+fi  # in Slurm, mpirun reads the allocation's nodes and slots itself
 [ "$(id -u)" -eq 0 ] && cmd+=(--allow-run-as-root)
 # Pass the environment the ranks need on every host (-x NAME exports NAME's value here).
 for var in PATH LD_LIBRARY_PATH PYTHONPATH OMP_NUM_THREADS TF_CPP_MIN_LOG_LEVEL \
@@ -40,4 +48,5 @@ read -r -a extra <<<"$MPIRUN_ARGS"
 cmd+=("${extra[@]}" "$PYTHON" "$here/train.py" "$@")
 
 echo "+ ${cmd[*]}" >&2
+[ "$dry_run" = 1 ] && exit 0
 exec "${cmd[@]}"
