@@ -13,7 +13,9 @@ setup:
 run: setup
 	$(VENV)/bin/horovodrun -np $(NP) $(VENV)/bin/python train.py $(ARGS)
 
-test: setup
+# The tests also need a real Slurm (slurm-wlm, munge) and sshd for the two-host runs.
+test:
+	APT_EXTRA="slurm-wlm munge openssh-server" bash scripts/setup.sh
 	$(VENV)/bin/python -m pytest tests $(PYTEST_ARGS)
 
 clean:

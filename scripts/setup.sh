@@ -39,7 +39,7 @@ ensure_system_packages() {
 }
 
 stamp_key() {  # everything whose change must trigger a re-run
-    { cat "$REQS" "${BASH_SOURCE[0]}"; "$PYTHON" -V; printf '%s\n' "${APT_PKGS[@]}"; } | sha256sum | cut -c1-16
+    { cat "$REQS" "${BASH_SOURCE[0]}"; "$PYTHON" -V; } | sha256sum | cut -c1-16
 }
 
 horovod_wheel_key() {  # the versions and build flags a Horovod binary depends on

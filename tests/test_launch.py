@@ -37,3 +37,30 @@ def test_runs_a_short_job_with_a_hostfile(tmp_path) -> None:
     assert f"--hostfile {hostfile}" in res.stderr
     assert [ln.split()[1] for ln in res.stdout.splitlines() if ln.startswith("step")] == \
         ["0", "10", "20"]
+
+
+def test_dry_run_inside_a_slurm_allocation_uses_the_allocation() -> None:
+    res = run([LAUNCH, "--dry-run", "--steps", "7"],
+              env={"SLURM_JOB_ID": "4242", "SLURM_NTASKS": "6"}, timeout=30)
+    assert res.rc == 0, res.stderr
+    (echoed,) = [ln for ln in res.stderr.splitlines() if ln.startswith("+ ")]
+    assert "-np 6" in echoed and echoed.endswith("train.py --steps 7")
+    assert "--hostfile" not in echoed and "--oversubscribe" not in echoed
+    assert res.stdout == ""  # printed, not run
+
+
+def test_dry_run_hostfile_wins_over_the_allocation(tmp_path) -> None:
+    hostfile = tmp_path / "hosts"
+    hostfile.write_text("nodeA slots=4\n")
+    res = run([LAUNCH, "--dry-run"], env={"SLURM_JOB_ID": "1", "SLURM_NTASKS": "6",
+                                         "HOSTFILE": str(hostfile), "NP": "4"}, timeout=30)
+    assert res.rc == 0, res.stderr
+    (echoed,) = [ln for ln in res.stderr.splitlines() if ln.startswith("+ ")]
+    assert "-np 4" in echoed and f"--hostfile {hostfile}" in echoed
+
+
+def test_dry_run_on_one_machine_oversubscribes() -> None:
+    env = {"SLURM_JOB_ID": "", "NP": "5"}
+    res = run([LAUNCH, "--dry-run"], env=env, timeout=30)
+    (echoed,) = [ln for ln in res.stderr.splitlines() if ln.startswith("+ ")]
+    assert "-np 5" in echoed and "--oversubscribe" in echoed

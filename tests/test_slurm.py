@@ -1,0 +1,84 @@
+"""train.sbatch on a real (one-node) Slurm cluster: COMPLETED with the single-process losses."""
+from __future__ import annotations
+
+import re
+import uuid
+
+import pytest
+
+import oracle
+from conftest import PYTHON, ROOT, TAG_VAR, job_env, kill_tagged, read_metrics, run, save_npz
+from slurm_cluster import LocalSlurm, missing_reason
+
+STEPS = 200
+LOSS_LINE = re.compile(r"step\s+(\d+)\s+loss\s+(\S+)")
+
+
+@pytest.fixture(scope="module")
+def slurm(tmp_path_factory):
+    reason = missing_reason()
+    if reason:
+        pytest.skip(reason)
+    tag = uuid.uuid4().hex
+    cluster = LocalSlurm(tmp_path_factory.mktemp("slurm"), job_env({TAG_VAR: tag}))
+    try:
+        cluster.start()
+        yield cluster
+    finally:
+        cluster.stop()
+        leftovers = kill_tagged(tag)  # job steps, ranks: anything the cluster started
+        assert not leftovers, f"left running after the cluster stopped: {leftovers}"
+
+
+@pytest.fixture(scope="module")
+def init(tmp_path_factory):
+    return save_npz(tmp_path_factory.mktemp("w") / "init.npz", oracle.draw_params(5, 77))
+
+
+@pytest.fixture(scope="module")
+def reference(init, tmp_path_factory) -> list[tuple[int, float]]:
+    """The same job as one plain process."""
+    metrics = tmp_path_factory.mktemp("ref") / "m.jsonl"
+    res = run([PYTHON, str(ROOT / "train.py"), "--steps", str(STEPS), "--init-weights",
+               str(init), "--metrics", str(metrics)])
+    assert res.rc == 0, res.stderr
+    return [(r["step"], r["loss"]) for r in read_metrics(metrics)]
+
+
+def submit(slurm: LocalSlurm, tmp_path, sbatch_args: list[str], job_args: list[str],
+           env: dict | None = None, timeout: float = 180) -> tuple[str, str]:
+    """sbatch train.sbatch from the repo root; wait; return (final state, log text)."""
+    log = tmp_path / "job-%j.out"
+    job = slurm.sbatch([*sbatch_args, f"--output={log}", str(ROOT / "train.sbatch"), *job_args],
+                       cwd=ROOT, env=env)
+    state = slurm.wait(job, timeout)
+    return state, (tmp_path / f"job-{job}.out").read_text()
+
+
+def logged_losses(log: str) -> list[tuple[int, float]]:
+    return [(int(m.group(1)), float(m.group(2))) for m in LOSS_LINE.finditer(log)]
+
+
+@pytest.mark.parametrize("sbatch_args", [["-n", "2"], ["-n", "4", "--ntasks-per-node=4"]],
+                         ids=["n2", "n4-oversubscribed"])
+@pytest.mark.parametrize("launcher", ["srun", "mpirun"])
+def test_batch_job_completes_with_single_process_losses(slurm, tmp_path, init, reference,
+                                                        sbatch_args, launcher) -> None:
+    state, log = submit(slurm, tmp_path, sbatch_args, ["--steps", str(STEPS), "--init-weights",
+                        str(init)], env={"LAUNCHER": launcher})
+    assert state == "COMPLETED", log
+    ntasks = sbatch_args[1]
+    assert f"{ntasks} tasks x 1 cpus" in log and "node(s) node0" in log  # provenance line
+    assert f"ranks {ntasks}" in log
+    got = logged_losses(log)
+    assert [k for k, _ in got] == [k for k, _ in reference]
+    for (_, a), (_, b) in zip(got, reference):
+        assert a == pytest.approx(b, rel=1e-6)  # the log prints 7 significant digits
+
+
+def test_batch_job_with_bad_flag_fails_with_one_line(slurm, tmp_path) -> None:
+    state, log = submit(slurm, tmp_path, ["-n", "2"], ["--lr", "-1"], timeout=60)
+    assert state == "FAILED", log
+    errors = [ln for ln in log.splitlines() if "dptrain: error:" in ln]
+    assert len(errors) == 1 and "--lr must be a positive number, got -1.0" in errors[0], log
+
