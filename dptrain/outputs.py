@@ -37,7 +37,7 @@ def _umask() -> int:
 def open_reporter(config: dict, hosts: list[str]) -> Reporter:
     """Rank 0's reporter: creates --output-dir, writes config.json, opens the metrics file."""
     out, metrics = config.get("output_dir"), config.get("metrics")
-    print(placement(hosts), flush=True)
+    say(placement(hosts))
     try:
         if out:
             os.makedirs(out, exist_ok=True)
@@ -47,6 +47,13 @@ def open_reporter(config: dict, hosts: list[str]) -> Reporter:
         return Reporter(True, len(hosts), metrics)
     except OSError as e:
         raise JobError(f"cannot write {e.filename}: {e.strerror}") from None
+
+
+def say(line: str) -> None:
+    """A console line for people, in one write: labelling launchers (srun -l, mpirun
+    --tag-output) label each write, so print()'s separate newline would become a stray line."""
+    sys.stdout.write(line + "\n")
+    sys.stdout.flush()
 
 
 def placement(hosts: list[str]) -> str:
@@ -72,9 +79,7 @@ class Reporter:
         if not self.enabled:
             return
         timing = "compile" if step == 0 else f"{sec_per_step * 1e3:8.3f} ms/step"
-        # One write per line: labelling launchers (srun -l, mpirun --tag-output) split on writes.
-        sys.stdout.write(f"step {step:6d}  loss {loss:.6e}  {timing}  ranks {self.size}\n")
-        sys.stdout.flush()
+        say(f"step {step:6d}  loss {loss:.6e}  {timing}  ranks {self.size}")
         if self._metrics:
             record = {"step": step, "loss": loss, "sec_per_step": sec_per_step, "ranks": self.size}
             self._metrics.write(json.dumps(record) + "\n")
