@@ -1,18 +1,21 @@
-"""Synchronous data-parallel training of a 1 -> 5 tanh -> 1 network on y = x^2, with Horovod.
+"""Synchronous data-parallel training of a small tanh network with Horovod (default: 1 -> 5 -> 1
+on y = x^2, full-batch gradient descent, lr 0.01, 2000 steps).
 
-Each rank builds only its contiguous slice of the N points, computes that slice's share of the
-full-data MSE gradient, Horovod sums the shares by ring-allreduce, and every rank applies the
-same update: the run equals single-process gradient descent for any N and any number of ranks.
+Each rank reads only its contiguous slice of the N samples, computes that slice's share of the
+gradient, Horovod sums the shares by ring-allreduce, and every rank applies the same update:
+full-batch runs equal single-process gradient descent for any N and any number of ranks.
 
     python train.py                                   # one process
     horovodrun -np 4 python train.py                  # four ranks on this machine
     mpirun -np 4 -bind-to none -map-by slot python train.py
     HOSTFILE=hostfile NP=8 ./launch.sh --steps 5000   # a cluster, through mpirun
+    sbatch -N 2 train.sbatch --steps 5000             # a Slurm batch job
     python train.py --help                            # every flag and its default
 """
 from __future__ import annotations
 
 import os
+import sys
 from typing import TYPE_CHECKING
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # keep TensorFlow's start-up chatter off
@@ -25,40 +28,101 @@ if TYPE_CHECKING:
     from dptrain.distributed import World
 
 
-def prepare_on_chief(config: cli.Config, world: World) -> tuple[dict, outputs.Reporter]:
-    """Rank 0's fallible start-up I/O; every rank learns together whether it worked."""
-    from dptrain import distributed, model
+def start_state(config: cli.Config, world: World, widths: tuple, hosts: list[str],
+                steps: int) -> tuple[dict, dict | None, int, outputs.Reporter]:
+    """(weights, optimizer slots, step, reporter): rank 0's from a checkpoint, --init-weights
+    or the random draw, with its outputs opened; the other ranks' are replaced by broadcast."""
+    from dptrain import checkpoint, model
 
-    hosts = distributed.hostnames()  # collective: which rank runs where, for the record
-    params = model.random_params(config.hidden, config.seed)  # replaced by rank 0's broadcast
-    reporter, error = outputs.Reporter(False, world.size), None
-    if world.is_chief:  # the one place that gates rank-0 work
-        try:
-            if config.init_weights:
-                params = model.load_params(config.init_weights, config.hidden)
-            reporter = outputs.open_reporter(config.as_dict(), hosts)
-        except JobError as e:
-            error = str(e)
-    distributed.stop_if_any_failed(error, world)  # no rank is left waiting on a failed one
-    return params, reporter
+    params, slots, start = model.random_params(widths, config.seed), None, 0
+    if not world.is_chief:  # the one place that gates rank-0 work
+        return params, slots, start, outputs.Reporter()
+    if config.resume:
+        found = checkpoint.latest_valid(checkpoint_dir(config))
+        if found is None:
+            outputs.warn("--resume: no valid checkpoint, starting from step 0")
+        else:
+            params, slots, start = resumable(found, config, world, widths)
+    elif config.init_weights:
+        params = model.load_params(config.init_weights, widths)
+    progress = config.progress == "on" or (
+        config.progress == "auto" and world.size == 1 and sys.stdout.isatty())
+    reporter = outputs.open_reporter(config.as_dict(), hosts, steps, start, progress)
+    return params, slots, start, reporter
+
+
+def resumable(found: tuple, config: cli.Config, world: World, widths: tuple) -> tuple:
+    """A loaded checkpoint's (params, slots, step), checked against this run."""
+    from dptrain.model import check_params
+
+    params, slots, meta = found
+    where = f"checkpoint of step {meta['step']}"
+    params = check_params(params, widths, where)
+    if meta["optimizer"] != config.optimizer:
+        raise JobError(f"{where} was made with --optimizer {meta['optimizer']}, "
+                       f"this run uses {config.optimizer}")
+    if meta["ranks"] != world.size:
+        outputs.warn(f"resuming a {meta['ranks']}-rank run on {world.size} ranks: full-batch "
+                     "steps are unchanged, mini-batches from here on differ from the original's")
+    outputs.say(f"resuming from the {where}")
+    return params, slots, meta["step"]
+
+
+def checkpoint_dir(config: cli.Config) -> str:
+    return os.path.join(config.output_dir, "checkpoints")
 
 
 def main() -> None:
     config = cli.parse()  # flags are checked before TensorFlow loads: a typo fails at once
-    from dptrain import distributed, sync
-    from dptrain.data import parabola_shard
+    from dptrain import checkpoint, distributed, sync
+    from dptrain.batches import Schedule
+    from dptrain.data import load_shard
     from dptrain.model import MLP
+    from dptrain.optim import Hyper, Optimizer
 
     world = distributed.start()  # Horovod: init, thread pools, one GPU per local rank
-    params, reporter = prepare_on_chief(config, world)
+    hosts = distributed.hostnames()
+    shard = distributed.agree(world, lambda: load_shard(  # only this rank's rows
+        config.data, config.target, config.n_points, world.size, world.rank))
+    widths = (shard.x.shape[1], *config.hidden, shard.y.shape[1])
+    schedule = Schedule(shard.n_total, world.size, world.rank, len(shard.x),
+                        config.batch_size or shard.n_total, config.seed, config.shuffle)
+    steps = config.steps if config.steps is not None else config.epochs * schedule.steps_per_epoch
+
+    params, slots, start, reporter = distributed.agree(
+        world, lambda: start_state(config, world, widths, hosts, steps))
     model = MLP(params)
-    distributed.broadcast_from_chief(model.trainable_variables)  # Horovod: same start everywhere
-    x, y = parabola_shard(config.n_points, world.size, world.rank)  # only this rank's rows
-    step, evaluate = sync.make_step(model, x, y, config.n_points, config.lr)
-    sync.train(step, evaluate, config.steps, config.log_every, reporter.log)
+    opt = Optimizer(model.weights, model.names, Hyper(
+        config.optimizer, config.lr, config.momentum, config.beta1, config.beta2, config.eps))
+    if slots:
+        opt.load(slots)
+    # Horovod: every rank starts from rank 0's weights, optimizer slots and step.
+    distributed.broadcast_from_chief(model.weights + list(opt.slots.values()))
+    start = distributed.broadcast_int(start, "dptrain.start")
+
+    def save_checkpoint(step: int) -> None:
+        meta = {"config": config.as_dict(), "widths": list(widths), "ranks": world.size,
+                "optimizer": config.optimizer}
+        checkpoint.save(checkpoint_dir(config), step, model.params(), opt.state(), meta,
+                        config.keep_checkpoints)
+
+    trainer = sync.Trainer(model, opt, shard.x, shard.y, shard.n_total, schedule)
+    sync.run(trainer, start, steps, config.log_every, reporter.log, reporter.tick,
+             save_checkpoint if world.is_chief else None, config.checkpoint_every)
     reporter.close()
+    finish(config, world, model, opt)
+
+
+def finish(config: cli.Config, world: World, model, opt) -> None:
+    """Final weights and figure (rank 0); per-rank state dumps when asked for."""
+    if config.dump_rank_state:
+        os.makedirs(config.dump_rank_state, exist_ok=True)
+        outputs.save_weights(os.path.join(config.dump_rank_state, f"rank-{world.rank}.npz"),
+                             model.params() | {f"slot.{k}": v for k, v in opt.state().items()})
     if world.is_chief and config.output_dir:
+        from dptrain import plot
         outputs.save_weights(os.path.join(config.output_dir, "weights.npz"), model.params())
+        plot.draw(config.output_dir)
 
 
 if __name__ == "__main__":

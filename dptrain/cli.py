@@ -9,24 +9,42 @@ from typing import NoReturn
 
 from .errors import fail, launcher_rank
 
+DEFAULT_STEPS = 2000
+OPTIMIZERS = ("sgd", "momentum", "adam")  # dptrain/optim.py implements them
+
 
 @dataclass(frozen=True)
 class Config:
     """Everything a run depends on; written to config.json."""
 
     n_points: int
-    steps: int
+    steps: int | None
+    epochs: int | None
+    batch_size: int | None
+    shuffle: bool
     lr: float
-    hidden: int
+    optimizer: str
+    momentum: float
+    beta1: float
+    beta2: float
+    eps: float
+    hidden: tuple[int, ...]
     seed: int
     log_every: int
+    data: str | None
+    target: str | None
     init_weights: str | None
     metrics: str | None
     output_dir: str | None
+    checkpoint_every: int
+    keep_checkpoints: int
+    resume: bool
+    dump_rank_state: str | None
+    progress: str
 
     def as_dict(self) -> dict:
         """JSON-ready view."""
-        return asdict(self)
+        return asdict(self) | {"hidden": list(self.hidden)}
 
 
 class _Parser(argparse.ArgumentParser):
@@ -40,34 +58,89 @@ class _Parser(argparse.ArgumentParser):
             super().print_help(file)
 
 
+def _widths(text: str) -> tuple[int, ...]:
+    """'16,16' -> (16, 16)."""
+    try:
+        return tuple(int(w) for w in text.split(","))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected N or N,N,..., got '{text}'") from None
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The flags of train.py."""
-    p = _Parser(prog="train.py", description="Synchronous data-parallel training of a "
-                "1 -> hidden tanh -> 1 network on y = x^2 with Horovod.",
+    p = _Parser(prog="train.py", description="Synchronous data-parallel training of a small "
+                "tanh network with Horovod (default: 1 -> 5 -> 1 on y = x^2).",
                 formatter_class=argparse.ArgumentDefaultsHelpFormatter)
-    p.add_argument("--n-points", type=int, default=50, help="N points, x = linspace(-2, 2, N)")
-    p.add_argument("--steps", type=int, default=2000, help="full-batch gradient-descent steps")
-    p.add_argument("--lr", type=float, default=0.01, help="learning rate")
-    p.add_argument("--hidden", type=int, default=5, help="tanh units in the hidden layer")
-    p.add_argument("--seed", type=int, default=0, help="seed of the standard-normal initial draw")
-    p.add_argument("--log-every", type=int, default=50, help="log the full-data loss every K steps")
-    p.add_argument("--init-weights", metavar="FILE.npz", help="start from W1 (1,h), b1 (1,h), "
-                   "W2 (h,1), b2 (1,1) instead of the random draw")
-    p.add_argument("--metrics", metavar="FILE", help="JSON lines {step, loss, ...} per logged step "
-                   "(default: OUTPUT_DIR/metrics.jsonl when --output-dir is given)")
-    p.add_argument("--output-dir", metavar="DIR", help="rank 0 writes config.json, weights.npz "
-                   "and metrics.jsonl here")
+    d = p.add_argument_group("data")
+    d.add_argument("--n-points", type=int, default=50, help="N points of the built-in data, "
+                   "x = linspace(-2, 2, N), y = x^2 (ignored with --data)")
+    d.add_argument("--data", metavar="FILE", help=".npy (2-D, target last), .npz (x, y) or "
+                   ".csv (header) to train on instead")
+    d.add_argument("--target", metavar="COLUMN", help="CSV target column (default: the last)")
+    t = p.add_argument_group("training")
+    length = t.add_mutually_exclusive_group()
+    length.add_argument("--steps", type=int, help=f"updates (default {DEFAULT_STEPS})")
+    length.add_argument("--epochs", type=int, help="passes over the data, instead of --steps")
+    t.add_argument("--batch-size", type=int, help="global batch over all ranks "
+                   "(default: the whole data set, i.e. full-batch descent)")
+    t.add_argument("--no-shuffle", dest="shuffle", action="store_false",
+                   help="keep each rank's rows in file order instead of reshuffling per epoch")
+    t.add_argument("--lr", type=float, default=0.01, help="learning rate")
+    t.add_argument("--optimizer", choices=OPTIMIZERS, default="sgd", help="update rule")
+    t.add_argument("--momentum", type=float, default=0.9, help="momentum coefficient")
+    t.add_argument("--beta1", type=float, default=0.9, help="adam: first-moment decay")
+    t.add_argument("--beta2", type=float, default=0.999, help="adam: second-moment decay")
+    t.add_argument("--eps", type=float, default=1e-8, help="adam: denominator epsilon")
+    t.add_argument("--hidden", type=_widths, default=(5,), metavar="H[,H...]",
+                   help="tanh units per hidden layer, e.g. 5 or 16,16")
+    t.add_argument("--seed", type=int, default=0, help="seed of the initial draw and shuffles")
+    t.add_argument("--init-weights", metavar="FILE.npz", help="start from W1, b1, ..., WL, bL "
+                   "(seed network: W1 (1,h), b1 (1,h), W2 (h,1), b2 (1,1))")
+    o = p.add_argument_group("outputs")
+    o.add_argument("--log-every", type=int, default=50, help="log the full-data loss every K "
+                   "steps")
+    o.add_argument("--metrics", metavar="FILE", help="JSON lines {step, loss, ...} per logged "
+                   "step (default: OUTPUT_DIR/metrics.jsonl when --output-dir is given)")
+    o.add_argument("--output-dir", metavar="DIR", help="rank 0 writes config.json, "
+                   "weights.npz, metrics.jsonl, fit.png, tensorboard/, checkpoints/ here")
+    o.add_argument("--checkpoint-every", type=int, default=0, metavar="K",
+                   help="checkpoint into OUTPUT_DIR/checkpoints every K steps (0: never)")
+    o.add_argument("--keep-checkpoints", type=int, default=3, metavar="N",
+                   help="how many of the newest checkpoints to keep")
+    o.add_argument("--resume", action="store_true", help="continue from the newest valid "
+                   "checkpoint in OUTPUT_DIR/checkpoints (a fresh start if there is none)")
+    o.add_argument("--dump-rank-state", metavar="DIR", help="debugging: every rank writes its "
+                   "final weights and optimizer slots to DIR/rank-R.npz")
+    o.add_argument("--progress", choices=("auto", "on", "off"), default="auto",
+                   help="rank 0's progress bar; auto: only for one process in a terminal "
+                   "(under mpirun every rank's output is a pseudo-terminal)")
     return p
 
 
 def _check(a: argparse.Namespace) -> None:
     """Reject values that parse but make no sense, naming the flag."""
+    def unit(v: float) -> bool:
+        return math.isfinite(v) and 0 <= v < 1
     rules = [
         (a.n_points >= 1, f"--n-points must be >= 1, got {a.n_points}"),
-        (a.steps >= 0, f"--steps must be >= 0, got {a.steps}"),
+        (a.steps is None or a.steps >= 0, f"--steps must be >= 0, got {a.steps}"),
+        (a.epochs is None or a.epochs >= 0, f"--epochs must be >= 0, got {a.epochs}"),
+        (a.batch_size is None or a.batch_size >= 1,
+         f"--batch-size must be >= 1, got {a.batch_size}"),
         (math.isfinite(a.lr) and a.lr > 0, f"--lr must be a positive number, got {a.lr}"),
-        (a.hidden >= 1, f"--hidden must be >= 1, got {a.hidden}"),
+        (unit(a.momentum), f"--momentum must be in [0, 1), got {a.momentum}"),
+        (unit(a.beta1) and unit(a.beta2), f"--beta1/--beta2 must be in [0, 1), got "
+         f"{a.beta1}/{a.beta2}"),
+        (math.isfinite(a.eps) and a.eps > 0, f"--eps must be a positive number, got {a.eps}"),
+        (all(h >= 1 for h in a.hidden), f"--hidden must be >= 1 per layer, got "
+         f"{','.join(map(str, a.hidden))}"),
         (a.log_every >= 1, f"--log-every must be >= 1, got {a.log_every}"),
+        (a.checkpoint_every >= 0, f"--checkpoint-every must be >= 0, got {a.checkpoint_every}"),
+        (a.keep_checkpoints >= 1, f"--keep-checkpoints must be >= 1, got {a.keep_checkpoints}"),
+        (a.output_dir or not (a.checkpoint_every or a.resume),
+         "--checkpoint-every and --resume need --output-dir"),
+        (a.target is None or (a.data or "").lower().endswith(".csv"),
+         "--target applies to a .csv --data file only"),
     ]
     for ok, message in rules:
         if not ok:
@@ -78,4 +151,6 @@ def parse(argv: list[str] | None = None) -> Config:
     """Parse and check argv (sys.argv[1:] by default); exits with one line on a bad value."""
     args = build_parser().parse_args(sys.argv[1:] if argv is None else argv)
     _check(args)
+    if args.steps is None and args.epochs is None:
+        args.steps = DEFAULT_STEPS
     return Config(**vars(args))

@@ -1,6 +1,8 @@
 """Data slicing: each rank builds only its contiguous block of the N training points."""
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 
 X_LO, X_HI = -2.0, 2.0
@@ -36,3 +38,22 @@ def parabola_rows(n: int, start: int, stop: int) -> tuple[np.ndarray, np.ndarray
 def parabola_shard(n: int, size: int, rank: int) -> tuple[np.ndarray, np.ndarray]:
     """The seed data set's block for rank of size: x in [-2, 2], y = x^2."""
     return parabola_rows(n, *shard_bounds(n, size, rank))
+
+
+@dataclass(frozen=True)
+class Shard:
+    """This rank's rows and the size of the whole data set."""
+
+    x: np.ndarray
+    y: np.ndarray
+    n_total: int
+
+
+def load_shard(data: str | None, target: str | None, n_points: int, size: int,
+               rank: int) -> Shard:
+    """This rank's block of the built-in parabola, or of the user's --data file."""
+    if data is None:
+        return Shard(*parabola_shard(n_points, size, rank), n_points)
+    from .datafile import DataFile  # imports this module: load it only when needed
+    f = DataFile(data, target)
+    return Shard(*f.read(*shard_bounds(f.rows, size, rank)), f.rows)

@@ -4,13 +4,17 @@ from __future__ import annotations
 import os
 import re
 import socket
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TypeVar
 
 import horovod.tensorflow as hvd
 import numpy as np
 import tensorflow as tf
 
-from .errors import fail
+from .errors import JobError, fail
+
+T = TypeVar("T")
 
 HOSTNAME_BYTES = 64  # RFC 1035 caps a label at 63
 
@@ -109,6 +113,21 @@ def broadcast_from_chief(variables: list[tf.Variable]) -> None:
 def global_sum(value: tf.Tensor, name: str) -> tf.Tensor:
     """Horovod: sum of a tensor over all ranks (e.g. the per-shard loss sums)."""
     return hvd.allreduce(value, op=hvd.Sum, name=name)
+
+
+def agree(world: World, work: Callable[[], T]) -> T:
+    """Run rank-local work that may raise JobError; every rank then stops if any rank failed."""
+    try:
+        result, error = work(), None
+    except JobError as e:
+        result, error = None, str(e)
+    stop_if_any_failed(error, world)
+    return result
+
+
+def broadcast_int(value: int, name: str) -> int:
+    """Horovod: rank 0's value of an integer, on every rank."""
+    return int(hvd.broadcast(tf.constant(value, tf.int64), root_rank=0, name=name).numpy())
 
 
 def stop_if_any_failed(error: str | None, world: World) -> None:

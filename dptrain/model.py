@@ -1,7 +1,8 @@
-"""The network: 1 input -> hidden tanh units -> 1 linear output, on plain tf.Variables.
+"""The network: d inputs -> tanh hidden layers -> k linear outputs, on plain tf.Variables.
 
 Plain tf.Module rather than Keras layers: Keras 3 variables lack .ref(), which
-hvd.DistributedGradientTape needs (TensorFlow >= 2.16).
+hvd.DistributedGradientTape needs (TensorFlow >= 2.16). Weight files hold W1, b1, ..., WL, bL
+(the seed network 1 -> 5 -> 1: W1 (1,5), b1 (1,5), W2 (5,1), b2 (1,1)).
 """
 from __future__ import annotations
 
@@ -11,53 +12,65 @@ import tensorflow as tf
 from .data import DTYPE
 from .errors import JobError
 
-PARAM_NAMES = ("W1", "b1", "W2", "b2")
+
+def param_shapes(widths: tuple[int, ...]) -> dict[str, tuple[int, int]]:
+    """Shapes of the arrays of a network with these layer widths (inputs first)."""
+    shapes = {}
+    for i, (fan_in, fan_out) in enumerate(zip(widths, widths[1:]), start=1):
+        shapes[f"W{i}"], shapes[f"b{i}"] = (fan_in, fan_out), (1, fan_out)
+    return shapes
 
 
-def param_shapes(hidden: int) -> dict[str, tuple[int, int]]:
-    """Shapes of the four arrays, as stored in an --init-weights / weights.npz file."""
-    return {"W1": (1, hidden), "b1": (1, hidden), "W2": (hidden, 1), "b2": (1, 1)}
-
-
-def random_params(hidden: int, seed: int) -> dict[str, np.ndarray]:
+def random_params(widths: tuple[int, ...], seed: int) -> dict[str, np.ndarray]:
     """Every weight and bias drawn from a standard normal, reproducibly from seed."""
     rng = np.random.default_rng(seed)
-    return {k: rng.standard_normal(s).astype(DTYPE) for k, s in param_shapes(hidden).items()}
+    return {k: rng.standard_normal(s).astype(DTYPE) for k, s in param_shapes(widths).items()}
 
 
-def load_params(path: str, hidden: int) -> dict[str, np.ndarray]:
-    """Read and check an .npz of W1, b1, W2, b2 for a network of `hidden` units."""
+def check_params(arrays: dict, widths: tuple[int, ...], where: str) -> dict[str, np.ndarray]:
+    """The arrays of a network of these widths, or a JobError naming what does not fit."""
+    out = {}
+    for name, shape in param_shapes(widths).items():
+        if name not in arrays:
+            raise JobError(f"{where}: missing array {name}")
+        a = arrays[name]
+        if a.shape != shape:
+            raise JobError(f"{where}: {name} has shape {a.shape}, expected {shape} for a "
+                           f"{'-'.join(map(str, widths))} network")
+        if not np.issubdtype(a.dtype, np.number) or not np.all(np.isfinite(a)):
+            raise JobError(f"{where}: {name} holds non-finite or non-numeric values")
+        out[name] = a.astype(DTYPE)
+    return out
+
+
+def load_params(path: str, widths: tuple[int, ...]) -> dict[str, np.ndarray]:
+    """Read and check an --init-weights .npz for a network of these widths."""
     try:
         with np.load(path, allow_pickle=False) as f:
             arrays = {k: f[k] for k in f.files}
     except FileNotFoundError:
         raise JobError(f"--init-weights {path}: no such file") from None
-    except Exception as e:  # np.load raises many types for a file that is not an .npz
-        raise JobError(f"--init-weights {path}: not a readable .npz file ({type(e).__name__})") from None
-    out = {}
-    for name, shape in param_shapes(hidden).items():
-        if name not in arrays:
-            raise JobError(f"--init-weights {path}: missing array {name}")
-        a = arrays[name]
-        if a.shape != shape:
-            raise JobError(f"--init-weights {path}: {name} has shape {a.shape}, expected {shape} "
-                           f"for --hidden {hidden}")
-        if not np.issubdtype(a.dtype, np.number) or not np.all(np.isfinite(a)):
-            raise JobError(f"--init-weights {path}: {name} holds non-finite or non-numeric values")
-        out[name] = a.astype(DTYPE)
-    return out
+    except Exception as e:  # noqa: BLE001 (np.load raises many types for a non-.npz file)
+        raise JobError(f"--init-weights {path}: not a readable .npz file "
+                       f"({type(e).__name__})") from None
+    return check_params(arrays, widths, f"--init-weights {path}")
 
 
 class MLP(tf.Module):
-    """y = tanh(x W1 + b1) W2 + b2."""
+    """y = ... tanh(tanh(x W1 + b1) W2 + b2) ... WL + bL."""
 
     def __init__(self, params: dict[str, np.ndarray]):
         super().__init__(name="mlp")
-        self.W1, self.b1, self.W2, self.b2 = (tf.Variable(params[k], name=k) for k in PARAM_NAMES)
+        self.names = sorted(params, key=lambda k: (int(k[1:]), k[0] == "b"))  # W1 b1 W2 b2 ...
+        self.weights = [tf.Variable(params[k], name=k) for k in self.names]
 
     def __call__(self, x: tf.Tensor) -> tf.Tensor:
-        return tf.tanh(x @ self.W1 + self.b1) @ self.W2 + self.b2
+        layers = list(zip(self.weights[::2], self.weights[1::2]))
+        for w, b in layers[:-1]:
+            x = tf.tanh(x @ w + b)
+        w, b = layers[-1]
+        return x @ w + b
 
     def params(self) -> dict[str, np.ndarray]:
         """Current values as NumPy arrays, keyed as in the .npz format."""
-        return {k: getattr(self, k).numpy() for k in PARAM_NAMES}
+        return {k: v.numpy() for k, v in zip(self.names, self.weights)}

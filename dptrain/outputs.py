@@ -1,11 +1,12 @@
-"""Outputs, all written by rank 0: console lines, metrics JSON lines, config and weights."""
+"""Outputs, all written by rank 0: console, metrics JSON lines, TensorBoard, config, weights."""
 from __future__ import annotations
 
 import json
 import os
 import sys
 import tempfile
-from typing import IO, Callable
+from collections.abc import Callable
+from typing import IO
 
 import numpy as np
 
@@ -34,26 +35,17 @@ def _umask() -> int:
     return mask
 
 
-def open_reporter(config: dict, hosts: list[str]) -> Reporter:
-    """Rank 0's reporter: creates --output-dir, writes config.json, opens the metrics file."""
-    out, metrics = config.get("output_dir"), config.get("metrics")
-    say(placement(hosts))
-    try:
-        if out:
-            os.makedirs(out, exist_ok=True)
-            save_config(os.path.join(out, "config.json"),
-                        config | {"ranks": len(hosts), "hosts": hosts})
-            metrics = metrics or os.path.join(out, "metrics.jsonl")
-        return Reporter(True, len(hosts), metrics)
-    except OSError as e:
-        raise JobError(f"cannot write {e.filename}: {e.strerror}") from None
-
-
 def say(line: str) -> None:
     """A console line for people, in one write: labelling launchers (srun -l, mpirun
     --tag-output) label each write, so print()'s separate newline would become a stray line."""
     sys.stdout.write(line + "\n")
     sys.stdout.flush()
+
+
+def warn(message: str) -> None:
+    """A non-fatal note on stderr."""
+    sys.stderr.write(f"dptrain: warning: {message}\n")
+    sys.stderr.flush()
 
 
 def placement(hosts: list[str]) -> str:
@@ -65,31 +57,97 @@ def placement(hosts: list[str]) -> str:
     return f"ranks {len(hosts)} on {len(ranks)} host{'s' * (len(ranks) != 1)}: {where}"
 
 
-class Reporter:
-    """Rank 0's sink for everything a run reports; other ranks get one with nothing to write."""
+def metrics_path(config: dict) -> str | None:
+    """--metrics, else OUTPUT_DIR/metrics.jsonl, else None."""
+    out = config.get("output_dir")
+    return config.get("metrics") or (os.path.join(out, "metrics.jsonl") if out else None)
 
-    def __init__(self, enabled: bool, size: int, metrics_path: str | None = None):
+
+class Reporter:
+    """Rank 0's sink for everything a run reports; other ranks get one that writes nothing."""
+
+    def __init__(self, enabled: bool = False, size: int = 1, metrics: str | None = None,
+                 tensorboard: str | None = None, total_steps: int = 0, start: int = 0,
+                 progress: bool = False):
         self.enabled, self.size = enabled, size
         self._metrics: IO[str] | None = None
-        if enabled and metrics_path:
-            self._metrics = open(metrics_path, "w", encoding="utf-8")
+        self._tb = self._bar = None
+        if not enabled:
+            return
+        if metrics:
+            self._metrics = open(metrics, "a", encoding="utf-8")  # noqa: SIM115 (run-long)
+        if tensorboard:
+            import tensorflow as tf  # only rank 0 with --output-dir pays for the writer
+            self._tb = tf.summary.create_file_writer(tensorboard)
+        if progress:  # a person is watching: a bar; otherwise plain lines
+            from tqdm import tqdm
+            self._bar = tqdm(total=total_steps, initial=start, unit="step", dynamic_ncols=True)
 
-    def log(self, step: int, loss: float, sec_per_step: float) -> None:
-        """One logged step: a console line for people and a JSON line for programs."""
+    def log(self, step: int, loss: float, sec_per_step: float | None) -> None:
+        """One logged step: a console line, a JSON line, a TensorBoard point."""
         if not self.enabled:
             return
-        timing = "compile" if step == 0 else f"{sec_per_step * 1e3:8.3f} ms/step"
-        say(f"step {step:6d}  loss {loss:.6e}  {timing}  ranks {self.size}")
+        timing = "" if sec_per_step is None else f"  {sec_per_step * 1e3:8.3f} ms/step"
+        line = f"step {step:6d}  loss {loss:.6e}{timing}  ranks {self.size}"
+        if self._bar is not None:
+            self._bar.set_postfix(loss=f"{loss:.4e}", refresh=False)
+            self._bar.write(line)
+        else:
+            say(line)
         if self._metrics:
-            record = {"step": step, "loss": loss, "sec_per_step": sec_per_step, "ranks": self.size}
+            record = {"step": step, "loss": loss, "sec_per_step": sec_per_step,
+                      "ranks": self.size}
             self._metrics.write(json.dumps(record) + "\n")
             self._metrics.flush()
+        if self._tb is not None:
+            import tensorflow as tf
+            with self._tb.as_default(step=step):
+                tf.summary.scalar("loss", loss)
+                if sec_per_step is not None:
+                    tf.summary.scalar("sec_per_step", sec_per_step)
+
+    def tick(self) -> None:
+        """One step done (moves the progress bar, if any)."""
+        if self._bar is not None:
+            self._bar.update(1)
 
     def close(self) -> None:
-        """Flush and close the metrics file."""
+        """Flush and close everything."""
+        if self._bar is not None:
+            self._bar.close()
         if self._metrics:
             self._metrics.close()
-            self._metrics = None
+        if self._tb is not None:
+            self._tb.flush()
+        self._metrics = self._tb = self._bar = None
+
+
+def open_reporter(config: dict, hosts: list[str], total_steps: int, start: int,
+                  progress: bool) -> Reporter:
+    """Rank 0's reporter: prints the placement, creates --output-dir, writes config.json."""
+    out, metrics = config.get("output_dir"), metrics_path(config)
+    say(placement(hosts))
+    try:
+        if out:
+            os.makedirs(out, exist_ok=True)
+            save_config(os.path.join(out, "config.json"),
+                        config | {"ranks": len(hosts), "hosts": hosts})
+        if metrics:
+            _keep_records_before(metrics, start)
+        return Reporter(True, len(hosts), metrics,
+                        os.path.join(out, "tensorboard") if out else None, total_steps, start,
+                        progress)
+    except OSError as e:
+        raise JobError(f"cannot write {e.filename}: {e.strerror}") from None
+
+
+def _keep_records_before(path: str, step: int) -> None:
+    """A fresh run empties the metrics file; a resumed one keeps the records before its step."""
+    kept = []
+    if step > 0 and os.path.exists(path):
+        with open(path, encoding="utf-8") as f:
+            kept = [ln for ln in f if ln.strip() and json.loads(ln)["step"] < step]
+    atomic_write(path, lambda f: f.write("".join(kept).encode()))
 
 
 def save_config(path: str, config: dict) -> None:
@@ -98,6 +156,5 @@ def save_config(path: str, config: dict) -> None:
 
 
 def save_weights(path: str, params: dict[str, np.ndarray]) -> None:
-    """Weights in the --init-weights .npz format (W1, b1, W2, b2)."""
+    """Weights in the --init-weights .npz format (W1, b1, ..., WL, bL)."""
     atomic_write(path, lambda f: np.savez(f, **params))
-

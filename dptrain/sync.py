@@ -2,65 +2,85 @@
 from __future__ import annotations
 
 import time
-from typing import Callable
+from collections.abc import Callable
 
 import horovod.tensorflow as hvd
 import numpy as np
 import tensorflow as tf
 
+from .batches import Schedule
 from .distributed import global_sum
 from .model import MLP
-
-# Called on every logged step: (step, full-data loss, seconds per step since the last log).
-LogFn = Callable[[int, float, float], None]
-StepFn = Callable[[], tf.Tensor]
+from .optim import Optimizer
 
 
-def make_step(model: MLP, x: np.ndarray, y: np.ndarray, n_total: int,
-              lr: float) -> tuple[StepFn, StepFn]:
-    """Compiled (step, evaluate): step returns this shard's loss share, then updates."""
-    x, y = tf.constant(x), tf.constant(y)
-    scale = tf.constant(1.0 / n_total, x.dtype)
-    lr = tf.constant(lr, x.dtype)
-    # The rows are arguments of unknown count, never constants: every rank then traces the
-    # same graph, so Horovod's allreduce names (taken from the gradient ops) match across
-    # ranks. With per-rank shapes, a 1-row shard gets differently named gradient ops than a
-    # 2-row shard, and the ranks wait for each other's tensors forever.
-    rows = tf.TensorSpec([None, 1], x.dtype)
+class Trainer:
+    """One rank's compiled step over its own rows, and the full-data loss."""
 
-    def share_of_loss(xs: tf.Tensor, ys: tf.Tensor) -> tf.Tensor:
-        # This shard's squared errors over the *global* N: the shares sum to the full-data
-        # MSE, and so do their gradients. That is weighting by sample count, exact for
-        # uneven or empty shards, where op=Average (equal weight per rank) would be wrong.
-        return tf.reduce_sum(tf.square(model(xs) - ys)) * scale
+    def __init__(self, model: MLP, opt: Optimizer, x: np.ndarray, y: np.ndarray,
+                 n_total: int, schedule: Schedule):
+        self.model, self.opt, self.schedule = model, opt, schedule
+        self.x, self.y, self.n_total = x, y, n_total
+        self.tx, self.ty = tf.constant(x), tf.constant(y)  # the full-batch rows, made once
+        # Rows are arguments of unknown count, never per-rank constants: every rank then
+        # traces the same graph, so Horovod's allreduce names (taken from the gradient ops)
+        # match across ranks. With per-rank shapes a 1-row shard got differently named
+        # gradient ops than a 2-row shard, and the ranks waited for each other forever.
+        xs = tf.TensorSpec([None, x.shape[1]], x.dtype)
+        ys = tf.TensorSpec([None, y.shape[1]], x.dtype)
+        scalar = tf.TensorSpec([], x.dtype)
+        self._step = tf.function(self._update, input_signature=[xs, ys, scalar])
+        self._sq_sum = tf.function(self._squared_error, input_signature=[xs, ys])
+        # Trace both now, so the first logged step times measure steps, not compilation.
+        self._step.get_concrete_function()
+        self._sq_sum.get_concrete_function()
 
-    @tf.function(input_signature=[rows, rows])
-    def step(xs: tf.Tensor, ys: tf.Tensor) -> tf.Tensor:
+    def _squared_error(self, xs: tf.Tensor, ys: tf.Tensor) -> tf.Tensor:
+        return tf.reduce_sum(tf.square(self.model(xs) - ys))
+
+    def _update(self, xs: tf.Tensor, ys: tf.Tensor, scale: tf.Tensor) -> tf.Tensor:
         with tf.GradientTape() as tape:
-            share = share_of_loss(xs, ys)
+            # This shard's squared errors over the *global* batch's element count: the shares
+            # sum to the batch MSE, and so do their gradients. That is weighting by sample
+            # count, exact for uneven or empty shards, where op=Average (equal weight per
+            # rank) would be wrong.
+            share = self._squared_error(xs, ys) * scale
         # Horovod: combine the gradients across ranks by allreduce (sum of the shares).
         tape = hvd.DistributedGradientTape(tape, op=hvd.Sum)
-        grads = tape.gradient(share, model.trainable_variables)
-        for v, g in zip(model.trainable_variables, grads):
-            v.assign_sub(lr * g)
+        self.opt.apply(tape.gradient(share, self.model.weights))
         return share
 
-    evaluate = tf.function(share_of_loss, input_signature=[rows, rows])
-    return (lambda: step(x, y)), (lambda: evaluate(x, y))
+    def step(self, k: int) -> None:
+        """Update k+1: this rank's share of global batch k, combined across all ranks."""
+        elements = self.schedule.global_batch_size(k) * self.y.shape[1]
+        if self.schedule.full_batch:
+            xs, ys = self.tx, self.ty
+        else:
+            rows = self.schedule.local_rows(k)
+            xs, ys = self.x[rows], self.y[rows]
+        self._step(xs, ys, tf.constant(1.0 / elements, self.tx.dtype))
+
+    def full_loss(self) -> float:
+        """Collective: the MSE of the current weights over all N samples of all ranks."""
+        total = global_sum(self._sq_sum(self.tx, self.ty), "dptrain.loss")
+        return float(total.numpy()) / (self.n_total * self.y.shape[1])
 
 
-def train(step: StepFn, evaluate: StepFn, steps: int, log_every: int, log: LogFn) -> float:
-    """Run `steps` synchronous updates; log the full-data loss after 0, k, 2k, ... and `steps`."""
-    last_t, last_k = time.perf_counter(), 0
-    for k in range(steps):
-        share = step()  # the loss share of the weights after k updates, then update k+1
-        if k % log_every == 0:
-            # Every rank joins this allreduce on the same steps, so it cannot deadlock.
-            loss = float(global_sum(share, "dptrain.loss").numpy())
+def run(trainer: Trainer, start: int, steps: int, log_every: int,
+        log: Callable[[int, float, float | None], None], tick: Callable[[], None],
+        checkpoint: Callable[[int], None] | None, checkpoint_every: int) -> float:
+    """Updates start+1..steps; log the full-data loss after every log_every-th and the last."""
+    last_t, last_k = time.perf_counter(), start
+    for k in range(start, steps):
+        if k % log_every == 0:  # the loss of the weights after k updates
             now = time.perf_counter()
-            log(k, loss, (now - last_t) / max(1, k - last_k))
+            log(k, trainer.full_loss(), (now - last_t) / (k - last_k) if k > last_k else None)
             last_t, last_k = now, k
-    elapsed = time.perf_counter() - last_t  # before evaluate(), whose first call compiles
-    final = float(global_sum(evaluate(), "dptrain.loss").numpy())
-    log(steps, final, elapsed / max(1, steps - last_k))
+        trainer.step(k)
+        tick()
+        if checkpoint and checkpoint_every and (k + 1) % checkpoint_every == 0:
+            checkpoint(k + 1)
+    elapsed = time.perf_counter() - last_t
+    final = trainer.full_loss()
+    log(steps, final, elapsed / (steps - last_k) if steps > last_k else None)
     return final

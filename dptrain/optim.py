@@ -1,0 +1,69 @@
+"""Optimizers on plain tf.Variables: sgd, momentum, adam, with their state as named slots.
+
+Written out rather than taken from Keras 3, whose optimizers expect Keras variables; the slots
+are ordinary tf.Variables, so Horovod broadcasts them and checkpoints save them like weights.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import tensorflow as tf
+
+@dataclass(frozen=True)
+class Hyper:
+    """Knobs of the optimizers (each uses its own)."""
+
+    kind: str = "sgd"
+    lr: float = 0.01
+    momentum: float = 0.9
+    beta1: float = 0.9
+    beta2: float = 0.999
+    eps: float = 1e-8
+
+
+class Optimizer:
+    """Applies gradients to `weights` in place; `slots` is its whole state."""
+
+    def __init__(self, weights: list[tf.Variable], names: list[str], hyper: Hyper):
+        self.weights, self.names, self.h = weights, names, hyper
+        dtype = weights[0].dtype
+        zeros = [tf.Variable(tf.zeros_like(w), trainable=False) for w in weights]
+        self.slots: dict[str, tf.Variable] = {}
+        if hyper.kind == "momentum":
+            self.slots |= {f"velocity.{n}": z for n, z in zip(names, zeros)}
+        elif hyper.kind == "adam":
+            second = [tf.Variable(tf.zeros_like(w), trainable=False) for w in weights]
+            self.slots |= {f"m.{n}": z for n, z in zip(names, zeros)}
+            self.slots |= {f"v.{n}": s for n, s in zip(names, second)}
+            self.slots["t"] = tf.Variable(tf.zeros([], dtype), trainable=False)
+        self._c = {k: tf.constant(getattr(hyper, k), dtype)
+                   for k in ("lr", "momentum", "beta1", "beta2", "eps")}
+
+    def apply(self, grads: list[tf.Tensor]) -> None:
+        """One update (call inside the compiled step)."""
+        c = self._c
+        if self.h.kind == "sgd":
+            for w, g in zip(self.weights, grads):
+                w.assign_sub(c["lr"] * g)
+        elif self.h.kind == "momentum":  # heavy ball, as Keras: v = mu v - lr g; w += v
+            for n, w, g in zip(self.names, self.weights, grads):
+                v = self.slots[f"velocity.{n}"]
+                w.assign_add(v.assign(c["momentum"] * v - c["lr"] * g))
+        else:  # Adam (Kingma & Ba 2015, Algorithm 1)
+            t = self.slots["t"].assign_add(1.0)
+            b1, b2 = c["beta1"], c["beta2"]
+            for n, w, g in zip(self.names, self.weights, grads):
+                m = self.slots[f"m.{n}"].assign(b1 * self.slots[f"m.{n}"] + (1 - b1) * g)
+                v = self.slots[f"v.{n}"].assign(b2 * self.slots[f"v.{n}"] + (1 - b2) * g * g)
+                m_hat, v_hat = m / (1 - b1 ** t), v / (1 - b2 ** t)
+                w.assign_sub(c["lr"] * m_hat / (tf.sqrt(v_hat) + c["eps"]))
+
+    def state(self) -> dict[str, np.ndarray]:
+        """Slot values, for checkpoints and replica checks."""
+        return {k: v.numpy() for k, v in self.slots.items()}
+
+    def load(self, state: dict[str, np.ndarray]) -> None:
+        """Restore slot values saved by state()."""
+        for k, v in self.slots.items():
+            v.assign(state[k])
