@@ -22,7 +22,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # keep TensorFlow's start-up
 
 # These load no TensorFlow; the modules that do are imported once the flags are known good.
 from dptrain import cli, outputs  # noqa: E402
-from dptrain.errors import JobError  # noqa: E402
+from dptrain.errors import JobError, fail  # noqa: E402
 
 if TYPE_CHECKING:
     from dptrain.distributed import World
@@ -68,12 +68,23 @@ def resumable(found: tuple, config: cli.Config, world: World, widths: tuple) -> 
     return params, slots, meta["step"]
 
 
+def check_data_file(config: cli.Config) -> None:
+    """Every rank reads --data anyway: a missing or malformed file fails before TensorFlow loads."""
+    if config.data:
+        from dptrain.datafile import DataFile
+        try:
+            DataFile(config.data, config.target)
+        except JobError as e:
+            fail(str(e))
+
+
 def checkpoint_dir(config: cli.Config) -> str:
     return os.path.join(config.output_dir, "checkpoints")
 
 
 def main() -> None:
     config = cli.parse()  # flags are checked before TensorFlow loads: a typo fails at once
+    check_data_file(config)
     from dptrain import checkpoint, distributed, sync
     from dptrain.batches import Schedule
     from dptrain.data import load_shard

@@ -37,7 +37,8 @@ def draw(run_dir: str) -> str:
     try:
         with open(os.path.join(run_dir, "config.json"), encoding="utf-8") as f:
             config = json.load(f)
-        with open(os.path.join(run_dir, "metrics.jsonl"), encoding="utf-8") as f:
+        metrics = config.get("metrics") or os.path.join(run_dir, "metrics.jsonl")
+        with open(metrics, encoding="utf-8") as f:
             records = [json.loads(line) for line in f if line.strip()]
         with np.load(os.path.join(run_dir, "weights.npz"), allow_pickle=False) as f:
             params = {k: f[k] for k in f.files}

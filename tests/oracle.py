@@ -52,3 +52,38 @@ def draw_params(hidden: int, seed: int) -> dict:
     rng = np.random.RandomState(seed)
     return {"W1": rng.randn(1, hidden), "b1": rng.randn(1, hidden),
             "W2": rng.randn(hidden, 1), "b2": rng.randn(1, 1)}
+
+
+def train(p: dict, x: np.ndarray, y: np.ndarray, lr: float, steps: int, log_every: int,
+          optimizer: str = "sgd", batch: int | None = None, momentum: float = 0.9,
+          beta1: float = 0.9, beta2: float = 0.999, eps: float = 1e-8) -> list[tuple[int, float]]:
+    """GD / heavy-ball / Adam on consecutive mini-batches of the rows as given (no shuffle).
+
+    Batch b of each epoch is rows [bB, (b+1)B); logs (k, full-data loss after k updates).
+    """
+    p = {k: v.copy() for k, v in p.items()}
+    n, batch = len(x), batch or len(x)
+    per_epoch = -(-n // batch)
+    vel = {k: np.zeros_like(v) for k, v in p.items()}
+    m, s = dict(vel), dict(vel)
+    logged = []
+    for k in range(steps + 1):
+        if k % log_every == 0 or k == steps:
+            logged.append((k, loss(p, x, y)))
+        if k == steps:
+            break
+        b = k % per_epoch
+        g = gradient(p, x[b * batch:(b + 1) * batch], y[b * batch:(b + 1) * batch])
+        for name in p:
+            if optimizer == "sgd":
+                p[name] = p[name] - lr * g[name]
+            elif optimizer == "momentum":
+                vel[name] = momentum * vel[name] - lr * g[name]
+                p[name] = p[name] + vel[name]
+            else:
+                t = k + 1
+                m[name] = beta1 * m[name] + (1 - beta1) * g[name]
+                s[name] = beta2 * s[name] + (1 - beta2) * g[name] ** 2
+                m_hat, s_hat = m[name] / (1 - beta1 ** t), s[name] / (1 - beta2 ** t)
+                p[name] = p[name] - lr * m_hat / (np.sqrt(s_hat) + eps)
+    return logged

@@ -19,7 +19,7 @@ def test_output_dir_holds_config_metrics_and_final_weights(tmp_path) -> None:
     res = run(cmd, timeout=120)
     assert res.rc == 0, res.stderr
     config = json.loads((out / "config.json").read_text())
-    assert config["hidden"] == 4 and config["steps"] == 120 and config["ranks"] == 2
+    assert config["hidden"] == [4] and config["steps"] == 120 and config["ranks"] == 2
     records = read_metrics(out / "metrics.jsonl")
     assert [r["step"] for r in records] == [0, 40, 80, 120]
     x, y = oracle.seed_data(9)
@@ -47,3 +47,40 @@ def test_console_shows_step_loss_time_and_ranks(tmp_path) -> None:
     lines = [ln for ln in res.stdout.splitlines() if ln.startswith("step")]
     assert len(lines) == 3, res.stdout  # steps 0, 50, 100, printed by rank 0 alone
     assert "ms/step" in lines[-1] and "ranks 2" in lines[-1] and "loss" in lines[-1]
+
+
+def test_figure_tensorboard_and_replot(tmp_path) -> None:
+    import matplotlib.image
+    import tensorflow as tf
+
+    out = tmp_path / "run"
+    res = run(["mpirun", "-np", "2", "--oversubscribe", PYTHON, str(ROOT / "train.py"),
+               "--steps", "200", "--output-dir", str(out)], timeout=120)
+    assert res.rc == 0, res.stderr
+    image = matplotlib.image.imread(out / "fit.png")  # decodes the PNG
+    assert image.ndim == 3 and image.shape[0] > 200 and image.shape[1] > 400
+    assert image.std() > 0.05  # not a blank canvas
+
+    scalars: dict[str, dict[int, float]] = {}
+    for events in (out / "tensorboard").glob("events.out.tfevents.*"):
+        for event in tf.compat.v1.train.summary_iterator(str(events)):
+            for value in event.summary.value:
+                scalars.setdefault(value.tag, {})[event.step] = float(
+                    tf.make_ndarray(value.tensor))
+    records = read_metrics(out / "metrics.jsonl")
+    assert set(scalars["loss"]) == {r["step"] for r in records}
+    for r in records:  # TensorBoard keeps float32
+        assert np.isclose(scalars["loss"][r["step"]], r["loss"], rtol=1e-6)
+    assert set(scalars["sec_per_step"]) == {r["step"] for r in records[1:]}
+
+    (out / "fit.png").unlink()
+    res = run([PYTHON, "-m", "dptrain.plot", str(out)], timeout=60)
+    assert res.rc == 0, res.stderr
+    assert res.stdout.strip() == str(out / "fit.png")
+    assert matplotlib.image.imread(out / "fit.png").shape == image.shape
+
+
+def test_replot_of_a_non_run_directory_fails_cleanly(tmp_path) -> None:
+    res = run([PYTHON, "-m", "dptrain.plot", str(tmp_path)], timeout=60)
+    assert res.rc == 2
+    assert len(res.error_lines()) == 1 and "not a finished run directory" in res.stderr

@@ -1,0 +1,104 @@
+"""Checkpoints: a stopped run resumed equals the uninterrupted run; damaged checkpoints skipped."""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import time
+
+import numpy as np
+
+from conftest import PYTHON, ROOT, TAG_VAR, job_env, kill_tagged, read_metrics, run
+
+FLAGS = ["--batch-size", "8", "--optimizer", "adam", "--lr", "0.02", "--steps", "600",
+         "--checkpoint-every", "100", "--log-every", "25"]
+
+
+def launch(np_: int, out, *extra: str, timeout: float = 180):
+    res = run(["mpirun", "-np", str(np_), "--oversubscribe", "-bind-to", "none", PYTHON,
+               str(ROOT / "train.py"), *FLAGS, "--output-dir", str(out), *extra], timeout=timeout)
+    assert res.rc == 0, res.stdout + res.stderr
+    return res
+
+
+def test_sigterm_then_resume_equals_the_uninterrupted_run(tmp_path) -> None:
+    launch(2, tmp_path / "whole")
+    whole = read_metrics(tmp_path / "whole" / "metrics.jsonl")
+
+    out = tmp_path / "cut"
+    tag = "resume-" + os.urandom(6).hex()
+    cmd = ["mpirun", "-np", "2", "--oversubscribe", "-bind-to", "none", PYTHON,
+           str(ROOT / "train.py"), *FLAGS, "--output-dir", str(out)]
+    proc = subprocess.Popen(cmd, cwd=ROOT, env=job_env({TAG_VAR: tag}), start_new_session=True,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 120
+        while not list((out / "checkpoints").glob("ckpt-000000300.npz")):
+            assert time.monotonic() < deadline and proc.poll() is None, "no checkpoint 300"
+            time.sleep(0.05)
+        os.killpg(proc.pid, signal.SIGTERM)  # mid-run: somewhere after step 300
+        proc.wait(timeout=30)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+        kill_tagged(tag)
+    assert proc.returncode != 0
+    cut = read_metrics(out / "metrics.jsonl")
+    assert cut[-1]["step"] < 600
+
+    res = launch(2, out, "--resume")
+    assert "resuming from the checkpoint of step" in res.stdout
+    resumed = read_metrics(out / "metrics.jsonl")
+    assert [r["step"] for r in resumed] == [r["step"] for r in whole]
+    assert [r["loss"] for r in resumed] == [r["loss"] for r in whole]  # exactly
+
+
+def test_damaged_checkpoints_are_skipped_with_a_warning(tmp_path) -> None:
+    out = tmp_path / "run"
+    launch(2, out, timeout=180)
+    whole = read_metrics(out / "metrics.jsonl")
+    ckpts = out / "checkpoints"
+    assert sorted(p.name for p in ckpts.iterdir()) == [
+        "ckpt-000000400.npz", "ckpt-000000500.npz", "ckpt-000000600.npz"]  # keeps 3
+    newest, middle = ckpts / "ckpt-000000600.npz", ckpts / "ckpt-000000500.npz"
+    newest.write_bytes(newest.read_bytes()[:1000])  # truncated, as by a crash mid-copy
+    with np.load(middle) as f:  # a well-formed file whose weights no longer match the checksum
+        arrays = {k: f[k] for k in f.files}
+    arrays["param.W1"] = arrays["param.W1"] + 1e-3
+    np.savez(middle, **arrays)
+    res = launch(2, out, "--resume")
+    assert "skipping checkpoint" in res.stderr and "ckpt-000000600.npz is unreadable" in res.stderr
+    assert "ckpt-000000500.npz fails its checksum" in res.stderr
+    assert "resuming from the checkpoint of step 400" in res.stdout
+    again = read_metrics(out / "metrics.jsonl")
+    assert [r["loss"] for r in again] == [r["loss"] for r in whole]
+
+
+def test_resuming_on_other_ranks_says_so_and_full_batch_is_unchanged(tmp_path) -> None:
+    out = tmp_path / "fb"
+    flags = ["--steps", "300", "--checkpoint-every", "100", "--log-every", "50"]
+    res = run(["mpirun", "-np", "2", "--oversubscribe", PYTHON, str(ROOT / "train.py"), *flags,
+               "--output-dir", str(out)], timeout=120)
+    assert res.rc == 0, res.stderr
+    whole = read_metrics(out / "metrics.jsonl")
+    os.unlink(out / "checkpoints" / "ckpt-000000300.npz")
+    res = run(["mpirun", "-np", "3", "--oversubscribe", PYTHON, str(ROOT / "train.py"), *flags,
+               "--output-dir", str(out), "--resume"], timeout=120)
+    assert res.rc == 0, res.stderr
+    assert "resuming a 2-rank run on 3 ranks" in res.stderr
+    again = read_metrics(out / "metrics.jsonl")
+    assert [r["step"] for r in again] == [r["step"] for r in whole]
+    np.testing.assert_allclose([r["loss"] for r in again], [r["loss"] for r in whole], rtol=1e-12)
+    assert json.loads((out / "config.json").read_text())["ranks"] == 3
+
+
+def test_checkpoint_of_another_shape_is_refused(tmp_path) -> None:
+    out = tmp_path / "shape"
+    res = run([PYTHON, str(ROOT / "train.py"), "--steps", "10", "--checkpoint-every", "5",
+               "--output-dir", str(out)], timeout=60)
+    assert res.rc == 0, res.stderr
+    res = run([PYTHON, str(ROOT / "train.py"), "--steps", "20", "--hidden", "7",
+               "--output-dir", str(out), "--resume"], timeout=60)
+    assert res.rc == 2
+    assert "W1 has shape (1, 5), expected (1, 7) for a 1-7-1 network" in res.stderr
