@@ -14,17 +14,8 @@ import numpy as np  # noqa: E402
 
 from .datafile import sample  # noqa: E402
 from .errors import JobError, fail  # noqa: E402
+from .npnet import forward  # noqa: E402
 from .outputs import atomic_write  # noqa: E402
-
-
-def forward(params: dict[str, np.ndarray], x: np.ndarray) -> np.ndarray:
-    """The network in NumPy (tanh hidden layers, linear output), for drawing."""
-    layers = len(params) // 2
-    for i in range(1, layers + 1):
-        x = x @ params[f"W{i}"] + params[f"b{i}"]
-        if i < layers:
-            x = np.tanh(x)
-    return x
 
 
 def _ranks(records: list[dict]) -> str:

@@ -31,23 +31,32 @@ def hvd_single():
 
 @pytest.mark.parametrize("n", [50, 7, 1])
 def test_tensorflow_step_matches_oracle(hvd_single, n: int) -> None:
+    from dptrain.batches import Schedule
     from dptrain.data import parabola_shard
     from dptrain.model import MLP
-    from dptrain.sync import make_step
+    from dptrain.optim import Hyper, Optimizer
+    from dptrain.sync import Trainer
+
+    def trainer(p: dict) -> Trainer:
+        model = MLP(p)
+        opt = Optimizer(model.weights, model.names, Hyper("sgd", 0.01))
+        x, y = parabola_shard(n, 1, 0)
+        return Trainer(model, opt, x, y, n, Schedule(n, 1, 0, n, n, 0, False))
 
     p = oracle.draw_params(5, n)
-    x, y = parabola_shard(n, 1, 0)
-    model = MLP(p)
-    step, evaluate = make_step(model, x, y, n, 0.01)
+    t = trainer(p)
     xo, yo = oracle.seed_data(n)
     expected = oracle.descend(p, xo, yo, 0.01, 300, 1)
-    got = [float(step()) for _ in range(300)] + [float(evaluate())]
+    got = []
+    for k in range(300):
+        got.append(t.full_loss())
+        t.step(k)
+    got.append(t.full_loss())
     want = [loss for _, loss in expected]
     # atol: a 1-point fit reaches losses of 1e-30, where only absolute rounding is meaningful.
     np.testing.assert_allclose(got, want, rtol=1e-10, atol=1e-12 * want[0])
     g = oracle.gradient(p, xo, yo)
-    after_one = {k: p[k] - 0.01 * g[k] for k in p}
-    model1 = MLP(p)
-    make_step(model1, x, y, n, 0.01)[0]()
-    for k, v in model1.params().items():
-        np.testing.assert_allclose(v, after_one[k], rtol=1e-12, atol=1e-15)
+    one = trainer(p)
+    one.step(0)
+    for k, v in one.model.params().items():
+        np.testing.assert_allclose(v, p[k] - 0.01 * g[k], rtol=1e-12, atol=1e-15)
