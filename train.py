@@ -85,6 +85,10 @@ def checkpoint_dir(config: cli.Config) -> str:
 def main() -> None:
     config = cli.parse()  # flags are checked before TensorFlow loads: a typo fails at once
     check_data_file(config)
+    if config.mode == "async":  # the contrasting design: a parameter server over mpi4py
+        from dptrain import async_ps
+        async_ps.main(config)
+        return
     from dptrain import checkpoint, distributed, sync
     from dptrain.batches import Schedule
     from dptrain.data import load_shard

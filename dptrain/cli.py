@@ -41,6 +41,9 @@ class Config:
     resume: bool
     dump_rank_state: str | None
     progress: str
+    mode: str
+    fetch_every: int
+    push_every: int
 
     def as_dict(self) -> dict:
         """JSON-ready view."""
@@ -78,6 +81,12 @@ def build_parser() -> argparse.ArgumentParser:
                    ".csv (header) to train on instead")
     d.add_argument("--target", metavar="COLUMN", help="CSV target column (default: the last)")
     t = p.add_argument_group("training")
+    t.add_argument("--mode", choices=("sync", "async"), default="sync", help="sync: Horovod "
+                   "allreduce; async: rank 0 is a parameter server, the others push gradients")
+    t.add_argument("--fetch-every", type=int, default=1, metavar="N",
+                   help="async: a worker fetches the weights every N of its steps")
+    t.add_argument("--push-every", type=int, default=1, metavar="M",
+                   help="async: a worker pushes its summed gradients every M of its steps")
     length = t.add_mutually_exclusive_group()
     length.add_argument("--steps", type=int, help=f"updates (default {DEFAULT_STEPS})")
     length.add_argument("--epochs", type=int, help="passes over the data, instead of --steps")
@@ -139,6 +148,12 @@ def _check(a: argparse.Namespace) -> None:
         (a.keep_checkpoints >= 1, f"--keep-checkpoints must be >= 1, got {a.keep_checkpoints}"),
         (a.output_dir or not (a.checkpoint_every or a.resume),
          "--checkpoint-every and --resume need --output-dir"),
+        (a.fetch_every >= 1 and a.push_every >= 1, "--fetch-every and --push-every must be "
+         f">= 1, got {a.fetch_every} and {a.push_every}"),
+        (a.mode == "sync" or (a.optimizer == "sgd" and not (a.checkpoint_every or a.resume)
+                              and a.epochs is None),
+         "--mode async applies plain SGD for --steps updates: no --optimizer other than sgd, "
+         "--epochs, --checkpoint-every or --resume"),
         (a.target is None or (a.data or "").lower().endswith(".csv"),
          "--target applies to a .csv --data file only"),
     ]

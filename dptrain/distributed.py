@@ -43,7 +43,7 @@ def start() -> World:
     _yield_if_oversubscribed()
     hvd.init()
     world = World(hvd.rank(), hvd.size(), hvd.local_rank(), hvd.local_size())
-    _size_thread_pools(world.local_size)
+    size_thread_pools(world.local_size)
     _pin_device(world.local_rank)
     return world
 
@@ -68,7 +68,7 @@ def _ranks_on_this_host() -> int:
     return 0
 
 
-def _size_thread_pools(local_size: int) -> None:
+def size_thread_pools(local_size: int) -> None:
     """Give each of the ranks sharing a machine its share of the cores, so they do not fight."""
     cores = len(os.sched_getaffinity(0))
     threads = int(os.environ.get("OMP_NUM_THREADS") or max(1, cores // local_size))

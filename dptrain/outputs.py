@@ -83,7 +83,8 @@ class Reporter:
             from tqdm import tqdm
             self._bar = tqdm(total=total_steps, initial=start, unit="step", dynamic_ncols=True)
 
-    def log(self, step: int, loss: float, sec_per_step: float | None) -> None:
+    def log(self, step: int, loss: float, sec_per_step: float | None,
+            extra: dict | None = None) -> None:
         """One logged step: a console line, a JSON line, a TensorBoard point."""
         if not self.enabled:
             return
@@ -96,7 +97,7 @@ class Reporter:
             say(line)
         if self._metrics:
             record = {"step": step, "loss": loss, "sec_per_step": sec_per_step,
-                      "ranks": self.size}
+                      "ranks": self.size} | (extra or {})
             self._metrics.write(json.dumps(record) + "\n")
             self._metrics.flush()
         if self._tb is not None:

@@ -67,20 +67,23 @@ class Trainer:
 
 
 def run(trainer: Trainer, start: int, steps: int, log_every: int,
-        log: Callable[[int, float, float | None], None], tick: Callable[[], None],
+        log: Callable[[int, float, float | None, dict], None], tick: Callable[[], None],
         checkpoint: Callable[[int], None] | None, checkpoint_every: int) -> float:
     """Updates start+1..steps; log the full-data loss after every log_every-th and the last."""
-    last_t, last_k = time.perf_counter(), start
+    t0 = last_t = time.perf_counter()
+    last_k = start
     for k in range(start, steps):
         if k % log_every == 0:  # the loss of the weights after k updates
             now = time.perf_counter()
-            log(k, trainer.full_loss(), (now - last_t) / (k - last_k) if k > last_k else None)
+            log(k, trainer.full_loss(), (now - last_t) / (k - last_k) if k > last_k else None,
+                {"wall": now - t0})
             last_t, last_k = now, k
         trainer.step(k)
         tick()
         if checkpoint and checkpoint_every and (k + 1) % checkpoint_every == 0:
             checkpoint(k + 1)
-    elapsed = time.perf_counter() - last_t
+    now = time.perf_counter()
     final = trainer.full_loss()
-    log(steps, final, elapsed / (steps - last_k) if steps > last_k else None)
+    log(steps, final, (now - last_t) / (steps - last_k) if steps > last_k else None,
+        {"wall": now - t0})
     return final
