@@ -11,25 +11,28 @@ import numpy as np
 
 from conftest import PYTHON, ROOT, TAG_VAR, job_env, kill_tagged, read_metrics, run
 
-FLAGS = ["--batch-size", "8", "--optimizer", "adam", "--lr", "0.02", "--steps", "600",
-         "--checkpoint-every", "100", "--log-every", "25"]
+def flags(steps: int = 600) -> list[str]:
+    return ["--batch-size", "8", "--optimizer", "adam", "--lr", "0.02", "--steps", str(steps),
+            "--checkpoint-every", "100", "--log-every", "25"]
 
 
-def launch(np_: int, out, *extra: str, timeout: float = 180):
+def launch(np_: int, out, *extra: str, steps: int = 600, timeout: float = 180):
     res = run(["mpirun", "-np", str(np_), "--oversubscribe", "-bind-to", "none", PYTHON,
-               str(ROOT / "train.py"), *FLAGS, "--output-dir", str(out), *extra], timeout=timeout)
+               str(ROOT / "train.py"), *flags(steps), "--output-dir", str(out), *extra],
+              timeout=timeout)
     assert res.rc == 0, res.stdout + res.stderr
     return res
 
 
 def test_sigterm_then_resume_equals_the_uninterrupted_run(tmp_path) -> None:
-    launch(2, tmp_path / "whole")
+    steps = 3000  # ample time after checkpoint 300 for SIGTERM to land mid-run
+    launch(2, tmp_path / "whole", steps=steps)
     whole = read_metrics(tmp_path / "whole" / "metrics.jsonl")
 
     out = tmp_path / "cut"
     tag = "resume-" + os.urandom(6).hex()
     cmd = ["mpirun", "-np", "2", "--oversubscribe", "-bind-to", "none", PYTHON,
-           str(ROOT / "train.py"), *FLAGS, "--output-dir", str(out)]
+           str(ROOT / "train.py"), *flags(steps), "--output-dir", str(out)]
     proc = subprocess.Popen(cmd, cwd=ROOT, env=job_env({TAG_VAR: tag}), start_new_session=True,
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
@@ -45,9 +48,9 @@ def test_sigterm_then_resume_equals_the_uninterrupted_run(tmp_path) -> None:
         kill_tagged(tag)
     assert proc.returncode != 0
     cut = read_metrics(out / "metrics.jsonl")
-    assert cut[-1]["step"] < 600
+    assert cut[-1]["step"] < steps
 
-    res = launch(2, out, "--resume")
+    res = launch(2, out, "--resume", steps=steps)
     assert "resuming from the checkpoint of step" in res.stdout
     resumed = read_metrics(out / "metrics.jsonl")
     assert [r["step"] for r in resumed] == [r["step"] for r in whole]
