@@ -123,31 +123,25 @@ def summary(server: Server, seconds: float, workers: int) -> dict:
 
 
 def _agree(comm, work: Callable[[], object]) -> object:
-    """Rank-local work that may raise JobError; every rank stops if any failed (lowest prints)."""
+    """Rank-local work that may raise JobError; every rank stops if any failed."""
     from mpi4py import MPI
 
-    from .errors import JobError, fail
-    try:
-        result, error = work(), None
-    except JobError as e:
-        result, error = None, str(e)
-    mine = np.array([comm.Get_rank() if error else comm.Get_size()], np.int64)
-    lowest = np.empty(1, np.int64)
-    comm.Allreduce(mine, lowest, op=MPI.MIN)
-    if lowest[0] != comm.Get_size():
-        fail(error or "", rank=0 if comm.Get_rank() == lowest[0] else 1)
-    return result
+    from .errors import agree
+
+    def lowest_failed(failed: bool) -> int | None:
+        mine = np.array([comm.Get_rank() if failed else comm.Get_size()], np.int64)
+        lowest = np.empty(1, np.int64)
+        comm.Allreduce(mine, lowest, op=MPI.MIN)
+        return None if lowest[0] == comm.Get_size() else int(lowest[0])
+    return agree(work, comm.Get_rank(), lowest_failed)
 
 
 def _hostnames(comm) -> list[str]:
-    """Every rank's hostname, in rank order (fixed-width bytes, no pickling)."""
-    import socket
-    mine = np.zeros(64, np.uint8)
-    raw = socket.gethostname().encode()[:64]
-    mine[:len(raw)] = np.frombuffer(raw, np.uint8)
-    rows = np.empty((comm.Get_size(), 64), np.uint8)
-    comm.Allgather(mine, rows)
-    return [bytes(r).rstrip(b"\0").decode(errors="replace") for r in rows]
+    """Every rank's hostname, in rank order."""
+    from .outputs import HOSTNAME_BYTES, hostname_row, hostnames_from
+    rows = np.empty((comm.Get_size(), HOSTNAME_BYTES), np.uint8)
+    comm.Allgather(hostname_row(), rows)
+    return hostnames_from(rows)
 
 
 def _data_rows(config) -> tuple[int, int, int, Callable]:

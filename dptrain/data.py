@@ -10,7 +10,7 @@ DTYPE = np.float64  # float64 so that P ranks and one process agree to rounding,
 
 
 def shard_bounds(n: int, size: int, rank: int) -> tuple[int, int]:
-    """Half-open row range [start, stop) of rank's block; the first n % size blocks hold one more."""
+    """Half-open rows [start, stop) of rank's block; the first n % size blocks hold one more."""
     if n < 0 or size < 1 or not 0 <= rank < size:
         raise ValueError(f"bad shard request n={n} size={size} rank={rank}")
     base, extra = divmod(n, size)

@@ -3,20 +3,17 @@ from __future__ import annotations
 
 import os
 import re
-import socket
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TypeVar
 
 import horovod.tensorflow as hvd
-import numpy as np
 import tensorflow as tf
 
-from .errors import JobError, fail
+from . import errors
+from .outputs import hostname_row, hostnames_from
 
 T = TypeVar("T")
-
-HOSTNAME_BYTES = 64  # RFC 1035 caps a label at 63
 
 
 @dataclass(frozen=True)
@@ -97,12 +94,9 @@ def first_failing_rank(failed: bool, world: World) -> int | None:
 
 
 def hostnames() -> list[str]:
-    """Collective: every rank's hostname, in rank order (fixed-width bytes, no pickling)."""
-    mine = np.zeros((1, HOSTNAME_BYTES), np.uint8)
-    raw = socket.gethostname().encode()[:HOSTNAME_BYTES]
-    mine[0, :len(raw)] = np.frombuffer(raw, np.uint8)
-    rows = hvd.allgather(tf.constant(mine), name="dptrain.hosts").numpy()
-    return [bytes(row).rstrip(b"\0").decode(errors="replace") for row in rows]
+    """Collective: every rank's hostname, in rank order."""
+    mine = tf.constant(hostname_row()[None, :])
+    return hostnames_from(hvd.allgather(mine, name="dptrain.hosts").numpy())
 
 
 def broadcast_from_chief(variables: list[tf.Variable]) -> None:
@@ -116,22 +110,10 @@ def global_sum(value: tf.Tensor, name: str) -> tf.Tensor:
 
 
 def agree(world: World, work: Callable[[], T]) -> T:
-    """Run rank-local work that may raise JobError; every rank then stops if any rank failed."""
-    try:
-        result, error = work(), None
-    except JobError as e:
-        result, error = None, str(e)
-    stop_if_any_failed(error, world)
-    return result
+    """Run rank-local work that may raise JobError; every rank stops if any rank failed."""
+    return errors.agree(work, world.rank, lambda failed: first_failing_rank(failed, world))
 
 
 def broadcast_int(value: int, name: str) -> int:
     """Horovod: rank 0's value of an integer, on every rank."""
     return int(hvd.broadcast(tf.constant(value, tf.int64), root_rank=0, name=name).numpy())
-
-
-def stop_if_any_failed(error: str | None, world: World) -> None:
-    """Collective: if any rank has an error, the lowest such rank prints it and all exit 2."""
-    bad = first_failing_rank(error is not None, world)
-    if bad is not None:
-        fail(error or "", rank=0 if world.rank == bad else 1)

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import sys
 import tempfile
 from collections.abc import Callable
@@ -46,6 +47,23 @@ def warn(message: str) -> None:
     """A non-fatal note on stderr."""
     sys.stderr.write(f"dptrain: warning: {message}\n")
     sys.stderr.flush()
+
+
+HOSTNAME_BYTES = 64  # RFC 1035 caps a label at 63
+
+
+def hostname_row() -> np.ndarray:
+    """This host's name as fixed-width bytes, for an allgather without pickling."""
+    row = np.zeros(HOSTNAME_BYTES, np.uint8)
+    raw = socket.gethostname().encode()[:HOSTNAME_BYTES]
+    row[:len(raw)] = np.frombuffer(raw, np.uint8)
+    return row
+
+
+def hostnames_from(rows: np.ndarray) -> list[str]:
+    """The names in gathered hostname_row()s, in rank order."""
+    rows = rows.reshape(-1, HOSTNAME_BYTES)
+    return [bytes(r).rstrip(b"\0").decode(errors="replace") for r in rows]
 
 
 def placement(hosts: list[str]) -> str:

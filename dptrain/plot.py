@@ -1,4 +1,7 @@
-"""fit.png: the loss curve beside the fitted function over the data. `python -m dptrain.plot DIR`."""
+"""fit.png: the loss curve beside the fitted function over the data.
+
+    python -m dptrain.plot DIR      # redraw DIR/fit.png of a finished run
+"""
 from __future__ import annotations
 
 import argparse

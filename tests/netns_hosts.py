@@ -115,7 +115,8 @@ class TwoHosts:
             if res.returncode == 0 and res.stdout.strip() == name:
                 return
             if self.sshd[name].poll() is not None:
-                raise RuntimeError(f"sshd on {name} exited: {(self.d / f'sshd_{name}.log').read_text()}")
+                log = (self.d / f"sshd_{name}.log").read_text()
+                raise RuntimeError(f"sshd on {name} exited: {log}")
             time.sleep(0.3)
         raise TimeoutError(f"ssh to {name} not ready after {timeout}s")
 

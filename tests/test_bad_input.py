@@ -1,4 +1,4 @@
-"""Bad input ends the whole job quickly: one line naming the problem, non-zero exit, no stragglers."""
+"""Bad input ends the whole job quickly: one line naming the problem, non-zero exit, no strays."""
 from __future__ import annotations
 
 from pathlib import Path

@@ -9,7 +9,8 @@ LAUNCH = str(ROOT / "launch.sh")
 def test_missing_hostfile_is_refused_clearly(tmp_path) -> None:
     res = run([LAUNCH], env={"HOSTFILE": str(tmp_path / "nope")}, timeout=30)
     assert res.rc == 2
-    assert res.stderr.strip() == f"launch.sh: error: hostfile '{tmp_path / 'nope'}' not found or not readable"
+    missing = tmp_path / "nope"
+    assert res.stderr.strip() == f"launch.sh: error: hostfile '{missing}' not found or not readable"
 
 
 def test_bad_np_is_refused_clearly() -> None:

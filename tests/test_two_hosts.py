@@ -1,4 +1,4 @@
-"""The job across two hosts for real: namespaces with sshd, over TCP, via launch.sh and horovodrun."""
+"""The job across two hosts for real: namespaces with sshd, TCP, launch.sh and horovodrun."""
 from __future__ import annotations
 
 import statistics
