@@ -14,6 +14,9 @@ run: setup
 	$(VENV)/bin/horovodrun -np $(NP) $(VENV)/bin/python train.py $(ARGS)
 
 # The tests also need a real Slurm (slurm-wlm, munge) and sshd for the two-host runs.
+# Two pytest workers, one test file each at a time: most tests wait on process start-up,
+# so two overlap well on two cores (one file's module fixtures stay in one worker).
+PYTEST_ARGS ?= -n 2 --dist loadfile
 test:
 	APT_EXTRA="slurm-wlm munge openssh-server" bash scripts/setup.sh
 	$(VENV)/bin/python -m pytest tests $(PYTEST_ARGS)
