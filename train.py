@@ -137,7 +137,10 @@ def finish(config: cli.Config, world: World, model, opt) -> None:
     if world.is_chief and config.output_dir:
         from dptrain import plot
         outputs.save_weights(os.path.join(config.output_dir, "weights.npz"), model.params())
-        plot.draw(config.output_dir)
+        try:
+            plot.draw(config.output_dir)
+        except JobError as e:  # the run itself succeeded: say why there is no figure
+            outputs.warn(f"no fit.png: {e}")
 
 
 if __name__ == "__main__":

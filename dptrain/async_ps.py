@@ -224,7 +224,8 @@ def _serve_and_report(comm, config, params: dict, reporter, n: int, outputs: int
     """Rank 0: serve until done, logging the full-data loss and staleness as it goes."""
     import os
 
-    from .outputs import atomic_write, save_weights, say
+    from .errors import JobError
+    from .outputs import atomic_write, save_weights, say, warn
     server = Server(comm, params, config.lr, config.steps)
     t0 = last_t = time.perf_counter()
     last_v = 0
@@ -247,7 +248,8 @@ def _serve_and_report(comm, config, params: dict, reporter, n: int, outputs: int
     server.serve(lambda v: log(v) if v % config.log_every == 0 or v == config.steps else None)
     reporter.close()
     stats = summary(server, time.perf_counter() - t0, workers)
-    say(f"async: {stats['updates']} updates by {workers} workers in {stats['seconds']:.2f} s "
+    say(f"async: {stats['updates']} updates by {workers} worker{'s' * (workers != 1)} in "
+        f"{stats['seconds']:.2f} s "
         f"({stats['updates_per_sec']:.0f}/s); staleness mean {stats['staleness_mean']:.2f}, "
         f"max {stats['staleness_max']}, histogram {stats['staleness_histogram']}")
     if config.output_dir:
@@ -258,4 +260,7 @@ def _serve_and_report(comm, config, params: dict, reporter, n: int, outputs: int
             f, applied_at=applied[:, 0], computed_on=applied[:, 1], worker=applied[:, 2]))
         atomic_write(os.path.join(config.output_dir, "async.json"),
                      lambda f: f.write(json.dumps(stats, indent=2).encode()))
-        plot.draw(config.output_dir)
+        try:
+            plot.draw(config.output_dir)
+        except JobError as e:  # the run itself succeeded: say why there is no figure
+            warn(f"no fit.png: {e}")
