@@ -1,11 +1,12 @@
 # make run   - set up if needed, then train the seed job on 4 ranks with horovodrun
 # make test  - set up if needed, then run the test suite
+# make bench - set up if needed, then bench/compare.py (about 8 min on 2 cores)
 # make setup - system MPI + .venv + Horovod (idempotent; scripts/setup.sh)
 VENV ?= .venv
 NP ?= 4
 export TF_CPP_MIN_LOG_LEVEL ?= 2
 
-.PHONY: setup run test clean
+.PHONY: setup run test bench clean
 
 setup:
 	bash scripts/setup.sh
@@ -20,6 +21,9 @@ PYTEST_ARGS ?= -n 2 --dist loadfile
 test:
 	APT_EXTRA="slurm-wlm munge openssh-server" bash scripts/setup.sh
 	$(VENV)/bin/python -m pytest tests $(PYTEST_ARGS)
+
+bench: setup
+	$(VENV)/bin/python bench/compare.py $(ARGS)
 
 clean:
 	rm -rf $(VENV) .pytest_cache .hypothesis

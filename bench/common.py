@@ -1,0 +1,70 @@
+"""What every bench competitor shares: the problem, the timed loop, and the result file."""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import time
+from collections.abc import Callable
+
+import numpy as np
+
+LR = 0.01
+NAMES = ("W1", "b1", "W2", "b2")  # the 1 -> 5 -> 1 network, as in --init-weights files
+
+
+def parse(description: str) -> argparse.Namespace:
+    """The flags every competitor takes from bench/compare.py."""
+    p = argparse.ArgumentParser(description=description)
+    p.add_argument("--n-points", type=int, required=True)
+    p.add_argument("--steps", type=int, required=True)
+    p.add_argument("--log-every", type=int, required=True)
+    p.add_argument("--init-weights", required=True)
+    p.add_argument("--out", required=True, help="result prefix: PREFIX-rankR.json")
+    return p.parse_args()
+
+
+def init_weights(path: str) -> dict[str, np.ndarray]:
+    """The shared initial weights."""
+    with np.load(path, allow_pickle=False) as f:
+        return {k: f[k] for k in NAMES}
+
+
+def rows(n: int, lo: int, hi: int) -> tuple[np.ndarray, np.ndarray]:
+    """Rows [lo, hi) of x = linspace(-2, 2, n), y = x^2, as columns."""
+    x = np.linspace(-2.0, 2.0, n)[lo:hi].reshape(-1, 1)
+    return x, x * x
+
+
+def bounds(n: int, size: int, rank: int) -> tuple[int, int]:
+    """Contiguous block of rank (the first n % size blocks one row longer)."""
+    base, extra = divmod(n, size)
+    start = rank * base + min(rank, extra)
+    return start, start + base + (rank < extra)
+
+
+def timed_loop(step: Callable[[], None], loss: Callable[[], float], steps: int,
+               log_every: int) -> tuple[list[float], float]:
+    """Run `steps` updates one call each; seconds per step of every log interval (the loss
+    evaluations left out, as train.py does) and the final full-data loss."""
+    intervals = []
+    for k in range(0, steps, log_every):
+        loss()  # the logged loss, as in the seed job
+        count = min(log_every, steps - k)
+        t = time.perf_counter()
+        for _ in range(count):
+            step()
+        intervals.append((time.perf_counter() - t) / count)
+    return intervals, loss()
+
+
+def write(prefix: str, rank: int, result: dict) -> None:
+    """This rank's result plus its peak RSS."""
+    result = result | {"peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
+    with open(f"{prefix}-rank{rank}.json", "w") as f:
+        json.dump(result, f)
+
+
+def rank_from_env() -> int:
+    return int(os.environ.get("OMPI_COMM_WORLD_RANK", os.environ.get("HOROVOD_RANK", "0")))
