@@ -16,6 +16,7 @@ full-data loss for the log by streaming the data in chunks.
 from __future__ import annotations
 
 import json
+import math
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator
@@ -187,6 +188,8 @@ def _worker_gradient(config, x: np.ndarray, y: np.ndarray, widths: tuple, worker
 
 def main(config) -> None:
     """--mode async: rank 0 serves and reports, the others work."""
+    from .runtime import fast_defaults, size_thread_pools
+    fast_defaults(math.inf)  # before MPI starts: the server waits in Probe, yielding its core
     from mpi4py import MPI
 
     from .data import load_shard
@@ -210,7 +213,6 @@ def main(config) -> None:
         config.as_dict(), hosts, config.steps, 0, config.progress == "on"))
     on_host = comm.Split_type(MPI.COMM_TYPE_SHARED).Get_size()  # collective: every rank
     if rank:
-        from .distributed import size_thread_pools
         size_thread_pools(on_host)
         gradient = _worker_gradient(config, shard.x, shard.y, widths, workers, rank)
         size_w = sum(int(np.prod(s)) for s in param_shapes(widths).values())

@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import os
-import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TypeVar
@@ -10,7 +9,7 @@ from typing import TypeVar
 import horovod.tensorflow as hvd
 import tensorflow as tf
 
-from . import errors
+from . import errors, runtime
 from .outputs import hostname_row, hostnames_from
 
 T = TypeVar("T")
@@ -31,46 +30,19 @@ class World:
         return self.rank == 0
 
 
-def start() -> World:
-    """Start Horovod, then configure TensorFlow for this rank before its runtime exists."""
+def start(work: float) -> World:
+    """Start Horovod (tuned for a step of `work` multiply-adds, see runtime.fast_defaults),
+    then configure TensorFlow for this rank before its runtime exists."""
     # Horovod: a collective that some rank never joins aborts the job instead of waiting
     # forever (warning after 60 s, shutdown after 120 s; both overridable).
     os.environ.setdefault("HOROVOD_STALL_CHECK_TIME_SECONDS", "60")
     os.environ.setdefault("HOROVOD_STALL_SHUTDOWN_TIME_SECONDS", "120")
-    _yield_if_oversubscribed()
+    runtime.fast_defaults(work)
     hvd.init()
     world = World(hvd.rank(), hvd.size(), hvd.local_rank(), hvd.local_size())
-    size_thread_pools(world.local_size)
+    runtime.size_thread_pools(world.local_size)
     _pin_device(world.local_rank)
     return world
-
-
-def _yield_if_oversubscribed() -> None:
-    """More ranks than cores here: make Open MPI yield the core while it waits.
-
-    Open MPI busy-polls by default; horovodrun -np 4 on 2 cores gives it slots=4, so it does not
-    know it is oversubscribed and four spinning ranks ran the seed step 6x slower (18 vs 3 ms).
-    Must be set before MPI_Init, hence before hvd.init().
-    """
-    if _ranks_on_this_host() > len(os.sched_getaffinity(0)):
-        os.environ.setdefault("OMPI_MCA_mpi_yield_when_idle", "1")
-
-
-def _ranks_on_this_host() -> int:
-    """Ranks sharing this host, as the launcher announced before MPI starts (0 if unknown)."""
-    for var in ("OMPI_COMM_WORLD_LOCAL_SIZE", "HOROVOD_LOCAL_SIZE", "SLURM_STEP_TASKS_PER_NODE"):
-        m = re.match(r"\d+", os.environ.get(var, ""))  # Slurm's form is e.g. "4(x2),3"
-        if m:
-            return int(m.group())
-    return 0
-
-
-def size_thread_pools(local_size: int) -> None:
-    """Give each of the ranks sharing a machine its share of the cores, so they do not fight."""
-    cores = len(os.sched_getaffinity(0))
-    threads = int(os.environ.get("OMP_NUM_THREADS") or max(1, cores // local_size))
-    tf.config.threading.set_intra_op_parallelism_threads(threads)
-    tf.config.threading.set_inter_op_parallelism_threads(1)  # the graph is a chain: no parallel ops
 
 
 def _pin_device(local_rank: int) -> None:
