@@ -22,7 +22,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # keep TensorFlow's start-up
 
 # These load no TensorFlow; the modules that do are imported once the flags are known good.
 from dptrain import cli, outputs  # noqa: E402
-from dptrain.errors import JobError, fail  # noqa: E402
+from dptrain.errors import JobError, fail, guard  # noqa: E402
 
 if TYPE_CHECKING:
     from dptrain.distributed import World
@@ -68,14 +68,19 @@ def resumable(found: tuple, config: cli.Config, world: World, widths: tuple) -> 
     return params, slots, meta["step"]
 
 
-def check_data_file(config: cli.Config) -> None:
-    """Every rank reads --data anyway: a missing or malformed file fails before TensorFlow loads."""
+def step_work(config: cli.Config) -> int:
+    """Multiply-adds of one forward pass over all rows; also fails on a missing or malformed
+    --data file (every rank reads it anyway) before TensorFlow loads."""
+    rows, inputs, outputs_ = config.n_points, 1, 1
     if config.data:
         from dptrain.datafile import DataFile
         try:
-            DataFile(config.data, config.target)
+            f = DataFile(config.data, config.target)
         except JobError as e:
             fail(str(e))
+        rows, inputs, outputs_ = f.rows, f.inputs, f.outputs
+    widths = (inputs, *config.hidden, outputs_)
+    return rows * sum(a * b for a, b in zip(widths, widths[1:]))
 
 
 def checkpoint_dir(config: cli.Config) -> str:
@@ -84,7 +89,7 @@ def checkpoint_dir(config: cli.Config) -> str:
 
 def main() -> None:
     config = cli.parse()  # flags are checked before TensorFlow loads: a typo fails at once
-    check_data_file(config)
+    work = step_work(config)
     if config.mode == "async":  # the contrasting design: a parameter server over mpi4py
         from dptrain import async_ps
         async_ps.main(config)
@@ -95,7 +100,7 @@ def main() -> None:
     from dptrain.model import MLP
     from dptrain.optim import Hyper, Optimizer
 
-    world = distributed.start()  # Horovod: init, thread pools, one GPU per local rank
+    world = distributed.start(work)  # Horovod: init, thread pools, one GPU per local rank
     hosts = distributed.hostnames()
     shard = distributed.agree(world, lambda: load_shard(  # only this rank's rows
         config.data, config.target, config.n_points, world.size, world.rank))
@@ -122,8 +127,14 @@ def main() -> None:
                         config.keep_checkpoints)
 
     trainer = sync.Trainer(model, opt, shard.x, shard.y, shard.n_total, schedule)
-    sync.run(trainer, start, steps, config.log_every, reporter.log, reporter.tick,
-             save_checkpoint if world.is_chief else None, config.checkpoint_every)
+    per_call = (config.steps_per_call or steps) if schedule.full_batch else 1
+    try:
+        sync.run(trainer, start, steps, config.log_every, per_call, reporter.log,
+                 reporter.tick, save_checkpoint if world.is_chief else None,
+                 config.checkpoint_every)
+    except JobError as e:  # every rank stops at the same step; rank 0 says why
+        reporter.close()
+        fail(str(e), rank=world.rank, code=1)
     reporter.close()
     finish(config, world, model, opt)
 
@@ -144,4 +155,4 @@ def finish(config: cli.Config, world: World, model, opt) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    guard(main)  # any rank's unexpected error ends the whole job at once, with one line

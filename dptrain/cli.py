@@ -31,6 +31,7 @@ class Config:
     hidden: tuple[int, ...]
     seed: int
     log_every: int
+    steps_per_call: int
     data: str | None
     target: str | None
     init_weights: str | None
@@ -102,6 +103,9 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--eps", type=float, default=1e-8, help="adam: denominator epsilon")
     t.add_argument("--hidden", type=_widths, default=(5,), metavar="H[,H...]",
                    help="tanh units per hidden layer, e.g. 5 or 16,16")
+    t.add_argument("--steps-per-call", type=int, default=0, metavar="K",
+                   help="full-batch: run up to K updates in one compiled call (0: all of those "
+                   "between two logs or checkpoints); 1 is one Python call per update")
     t.add_argument("--seed", type=int, default=0, help="seed of the initial draw and shuffles")
     t.add_argument("--init-weights", metavar="FILE.npz", help="start from W1, b1, ..., WL, bL "
                    "(seed network: W1 (1,h), b1 (1,h), W2 (h,1), b2 (1,1))")
@@ -143,6 +147,9 @@ def _check(a: argparse.Namespace) -> None:
         (math.isfinite(a.eps) and a.eps > 0, f"--eps must be a positive number, got {a.eps}"),
         (all(h >= 1 for h in a.hidden), f"--hidden must be >= 1 per layer, got "
          f"{','.join(map(str, a.hidden))}"),
+        (a.steps_per_call >= 0, f"--steps-per-call must be >= 0, got {a.steps_per_call}"),
+        (a.steps_per_call <= 1 or a.batch_size is None,
+         "--steps-per-call above 1 needs full-batch training (no --batch-size)"),
         (a.log_every >= 1, f"--log-every must be >= 1, got {a.log_every}"),
         (a.checkpoint_every >= 0, f"--checkpoint-every must be >= 0, got {a.checkpoint_every}"),
         (a.keep_checkpoints >= 1, f"--keep-checkpoints must be >= 1, got {a.keep_checkpoints}"),

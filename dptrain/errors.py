@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import os
 import sys
+import traceback
 from collections.abc import Callable
 from typing import NoReturn, TypeVar
 
@@ -47,3 +48,31 @@ def agree(work: Callable[[], T], rank: int, lowest_failed: Callable[[bool], int 
     if bad is not None:
         fail(error or "", rank=0 if rank == bad else 1)
     return result
+
+
+# How a rank learns that another one failed first: Horovod shuts down and every later
+# collective raises with this text. Such a rank has nothing to add to the first one's line.
+SECONDARY = "Horovod has been shut down"
+
+
+def guard(main: Callable[[], None]) -> None:
+    """Run main; an unexpected exception on any rank ends the whole job at once, with one line.
+
+    The failing rank says `rank R: Type: message` and leaves at once with os._exit, skipping
+    Horovod's and MPI's orderly shutdown (which would wait for the other ranks): the launcher
+    (mpirun, horovodrun, srun -K) sees a rank gone and stops the rest. DPTRAIN_TRACEBACK=1 also
+    prints the traceback.
+    """
+    try:
+        main()
+    except (JobError, Exception) as e:  # noqa: BLE001 (SystemExit and Ctrl-C pass through)
+        text = str(e).strip()
+        if SECONDARY not in text:
+            kind = "" if isinstance(e, JobError) else f"{type(e).__name__}: "
+            line = text.splitlines()[0] if text else "(no message)"
+            print(f"dptrain: error: rank {launcher_rank()}: {kind}{line}", file=sys.stderr)
+            if os.environ.get("DPTRAIN_TRACEBACK") == "1":
+                traceback.print_exc()
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(EXIT_USAGE if isinstance(e, JobError) else 1)

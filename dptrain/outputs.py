@@ -121,14 +121,14 @@ class Reporter:
         if self._tb is not None:
             import tensorflow as tf
             with self._tb.as_default(step=step):
-                tf.summary.scalar("loss", loss)
+                tf.summary.scalar("loss", tf.constant(loss, tf.float64))  # 1e70 fits
                 if sec_per_step is not None:
                     tf.summary.scalar("sec_per_step", sec_per_step)
 
-    def tick(self) -> None:
-        """One step done (moves the progress bar, if any)."""
+    def tick(self, steps: int = 1) -> None:
+        """Steps done (moves the progress bar, if any)."""
         if self._bar is not None:
-            self._bar.update(1)
+            self._bar.update(steps)
 
     def close(self) -> None:
         """Flush and close everything."""

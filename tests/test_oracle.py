@@ -26,7 +26,7 @@ def test_hand_gradient_matches_central_differences() -> None:
 def hvd_single():
     """Horovod started in this process as a world of one."""
     from dptrain import distributed
-    return distributed.start()
+    return distributed.start(work=0)
 
 
 @pytest.mark.parametrize("n", [50, 7, 1])
@@ -50,13 +50,34 @@ def test_tensorflow_step_matches_oracle(hvd_single, n: int) -> None:
     got = []
     for k in range(300):
         got.append(t.full_loss())
-        t.step(k)
+        assert t.advance(k, 1) == 1
     got.append(t.full_loss())
     want = [loss for _, loss in expected]
     # atol: a 1-point fit reaches losses of 1e-30, where only absolute rounding is meaningful.
     np.testing.assert_allclose(got, want, rtol=1e-10, atol=1e-12 * want[0])
     g = oracle.gradient(p, xo, yo)
     one = trainer(p)
-    one.step(0)
+    one.advance(0, 1)
     for k, v in one.model.params().items():
         np.testing.assert_allclose(v, p[k] - 0.01 * g[k], rtol=1e-12, atol=1e-15)
+    # 300 updates in one compiled call: the same descent as 300 calls.
+    many = trainer(p)
+    assert many.advance(0, 300) == 300
+    np.testing.assert_allclose(many.full_loss(), want[-1], rtol=1e-10, atol=1e-12 * want[0])
+
+
+def test_non_finite_gradient_stops_before_the_update(hvd_single) -> None:
+    """A NaN in the rows makes the combined gradient NaN: no update is applied from there on."""
+    from dptrain.batches import Schedule
+    from dptrain.model import MLP
+    from dptrain.optim import Hyper, Optimizer
+    from dptrain.sync import Trainer
+
+    p = oracle.draw_params(5, 3)
+    model = MLP(p)
+    x = np.array([[0.5], [np.nan], [1.0]])
+    t = Trainer(model, Optimizer(model.weights, model.names, Hyper("sgd", 0.01)), x, x * x, 3,
+                Schedule(3, 1, 0, 3, 3, 0, False))
+    assert t.advance(0, 50) == 0
+    for k, v in model.params().items():
+        np.testing.assert_array_equal(v, p[k])
