@@ -32,8 +32,29 @@ command -v "$MPIRUN" >/dev/null || die "$MPIRUN not found (run 'make setup' or i
 # onto one core. -map-by slot: fill each host's slots in turn. ob1 and no openib: Horovod's
 # advice for Open MPI (openib is obsolete and warns or hangs on machines without InfiniBand).
 cmd=("$MPIRUN" -np "$NP" -bind-to none -map-by slot -mca pml ob1 -mca btl '^openib')
+# A hostfile's mistakes get one line here rather than a page from mpirun: a name that does
+# not resolve (through ~/.ssh/config, then the resolver), or fewer slots than NP.
+check_hostfile() {
+    local n=0 slots=0 counted=1 host rest s
+    while read -r host rest; do
+        n=$((n + 1))
+        [[ -z "$host" || "$host" == \#* ]] && continue
+        s=$(ssh -G "$host" 2>/dev/null | awk '$1 == "hostname" {print $2}') || true
+        getent ahosts "${s:-$host}" >/dev/null ||
+            die "hostfile '$HOSTFILE' line $n: unknown host '$host'"
+        if [[ "$rest" =~ slots=([0-9]+) ]]; then
+            slots=$((slots + BASH_REMATCH[1]))
+        else
+            counted=0  # Open MPI decides this host's slots itself
+        fi
+    done <"$HOSTFILE"
+    [ "$counted" = 0 ] || [ "$NP" -le "$slots" ] ||
+        die "NP=$NP is more than the $slots slots of hostfile '$HOSTFILE'"
+}
+
 if [ -n "$HOSTFILE" ]; then
     [ -r "$HOSTFILE" ] || die "hostfile '$HOSTFILE' not found or not readable"
+    check_hostfile
     cmd+=(--hostfile "$HOSTFILE")
 elif [ "$in_slurm" = 0 ]; then
     cmd+=(--oversubscribe)  # one machine: allow more ranks than cores (the pools are sized)

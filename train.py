@@ -68,9 +68,9 @@ def resumable(found: tuple, config: cli.Config, world: World, widths: tuple) -> 
     return params, slots, meta["step"]
 
 
-def step_work(config: cli.Config) -> int:
-    """Multiply-adds of one forward pass over all rows; also fails on a missing or malformed
-    --data file (every rank reads it anyway) before TensorFlow loads."""
+def data_shape(config: cli.Config) -> tuple[int, tuple[int, ...]]:
+    """(rows, layer widths) of this run; fails on a missing or malformed --data file (every
+    rank reads it anyway) before TensorFlow loads."""
     rows, inputs, outputs_ = config.n_points, 1, 1
     if config.data:
         from dptrain.datafile import DataFile
@@ -79,8 +79,7 @@ def step_work(config: cli.Config) -> int:
         except JobError as e:
             fail(str(e))
         rows, inputs, outputs_ = f.rows, f.inputs, f.outputs
-    widths = (inputs, *config.hidden, outputs_)
-    return rows * sum(a * b for a, b in zip(widths, widths[1:]))
+    return rows, (inputs, *config.hidden, outputs_)
 
 
 def checkpoint_dir(config: cli.Config) -> str:
@@ -89,10 +88,15 @@ def checkpoint_dir(config: cli.Config) -> str:
 
 def main() -> None:
     config = cli.parse()  # flags are checked before TensorFlow loads: a typo fails at once
-    work = step_work(config)
+    rows, widths = data_shape(config)
+    work = rows * sum(a * b for a, b in zip(widths, widths[1:]))  # multiply-adds per pass
     if config.mode == "async":  # the contrasting design: a parameter server over mpi4py
         from dptrain import async_ps
         async_ps.main(config)
+        return
+    if config.elastic:  # ranks may leave and join; no collective outside Horovod's loop
+        from dptrain import elastic
+        elastic.main(config, widths, work)
         return
     from dptrain import checkpoint, distributed, sync
     from dptrain.batches import Schedule
@@ -104,7 +108,6 @@ def main() -> None:
     hosts = distributed.hostnames()
     shard = distributed.agree(world, lambda: load_shard(  # only this rank's rows
         config.data, config.target, config.n_points, world.size, world.rank))
-    widths = (shard.x.shape[1], *config.hidden, shard.y.shape[1])
     schedule = Schedule(shard.n_total, world.size, world.rank, len(shard.x),
                         config.batch_size or shard.n_total, config.seed, config.shuffle)
     steps = config.steps if config.steps is not None else config.epochs * schedule.steps_per_epoch
@@ -129,9 +132,8 @@ def main() -> None:
     trainer = sync.Trainer(model, opt, shard.x, shard.y, shard.n_total, schedule)
     per_call = (config.steps_per_call or steps) if schedule.full_batch else 1
     try:
-        sync.run(trainer, start, steps, config.log_every, per_call, reporter.log,
-                 reporter.tick, save_checkpoint if world.is_chief else None,
-                 config.checkpoint_every)
+        sync.run(trainer, start, steps, config.log_every, per_call, reporter.log, reporter.tick,
+                 save_checkpoint if world.is_chief else None, config.checkpoint_every)
     except JobError as e:  # every rank stops at the same step; rank 0 says why
         reporter.close()
         fail(str(e), rank=world.rank, code=1)
@@ -147,11 +149,7 @@ def finish(config: cli.Config, world: World, model, opt) -> None:
                              model.params() | {f"slot.{k}": v for k, v in opt.state().items()})
     if world.is_chief and config.output_dir:
         from dptrain import plot
-        outputs.save_weights(os.path.join(config.output_dir, "weights.npz"), model.params())
-        try:
-            plot.draw(config.output_dir)
-        except JobError as e:  # the run itself succeeded: say why there is no figure
-            outputs.warn(f"no fit.png: {e}")
+        plot.save_results(config.output_dir, model.params())
 
 
 if __name__ == "__main__":

@@ -226,8 +226,7 @@ def _serve_and_report(comm, config, params: dict, reporter, n: int, outputs: int
     """Rank 0: serve until done, logging the full-data loss and staleness as it goes."""
     import os
 
-    from .errors import JobError
-    from .outputs import atomic_write, save_weights, say, warn
+    from .outputs import atomic_write, say
     server = Server(comm, params, config.lr, config.steps)
     t0 = last_t = time.perf_counter()
     last_v = 0
@@ -256,13 +255,9 @@ def _serve_and_report(comm, config, params: dict, reporter, n: int, outputs: int
         f"max {stats['staleness_max']}, histogram {stats['staleness_histogram']}")
     if config.output_dir:
         from . import plot
-        save_weights(os.path.join(config.output_dir, "weights.npz"), server.params())
         applied = np.array(server.applied, np.int64).reshape(-1, 3)
         atomic_write(os.path.join(config.output_dir, "updates.npz"), lambda f: np.savez(
             f, applied_at=applied[:, 0], computed_on=applied[:, 1], worker=applied[:, 2]))
         atomic_write(os.path.join(config.output_dir, "async.json"),
                      lambda f: f.write(json.dumps(stats, indent=2).encode()))
-        try:
-            plot.draw(config.output_dir)
-        except JobError as e:  # the run itself succeeded: say why there is no figure
-            warn(f"no fit.png: {e}")
+        plot.save_results(config.output_dir, server.params())

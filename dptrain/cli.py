@@ -43,6 +43,7 @@ class Config:
     dump_rank_state: str | None
     progress: str
     mode: str
+    elastic: bool
     fetch_every: int
     push_every: int
 
@@ -84,6 +85,8 @@ def build_parser() -> argparse.ArgumentParser:
     t = p.add_argument_group("training")
     t.add_argument("--mode", choices=("sync", "async"), default="sync", help="sync: Horovod "
                    "allreduce; async: rank 0 is a parameter server, the others push gradients")
+    t.add_argument("--elastic", action="store_true", help="sync: go on when ranks leave or "
+                   "join (horovodrun --gloo with --host-discovery-script; README, 'Elastic')")
     t.add_argument("--fetch-every", type=int, default=1, metavar="N",
                    help="async: a worker fetches the weights every N of its steps")
     t.add_argument("--push-every", type=int, default=1, metavar="M",
@@ -161,6 +164,10 @@ def _check(a: argparse.Namespace) -> None:
                               and a.epochs is None),
          "--mode async applies plain SGD for --steps updates: no --optimizer other than sgd, "
          "--epochs, --checkpoint-every or --resume"),
+        (not a.elastic or (a.mode == "sync" and a.batch_size is None
+                           and not (a.checkpoint_every or a.resume)),
+         "--elastic trains full-batch in sync mode: no --mode async, --batch-size, "
+         "--checkpoint-every or --resume"),
         (a.target is None or (a.data or "").lower().endswith(".csv"),
          "--target applies to a .csv --data file only"),
     ]

@@ -18,7 +18,7 @@ import numpy as np  # noqa: E402
 from .datafile import sample  # noqa: E402
 from .errors import JobError, fail  # noqa: E402
 from .npnet import forward  # noqa: E402
-from .outputs import atomic_write  # noqa: E402
+from .outputs import atomic_write, save_weights, warn  # noqa: E402
 
 
 def _ranks(records: list[dict]) -> str:
@@ -59,6 +59,15 @@ def draw(run_dir: str) -> str:
     atomic_write(path, lambda f: fig.savefig(f, format="png", dpi=110))
     plt.close(fig)
     return path
+
+
+def save_results(run_dir: str, params: dict[str, np.ndarray]) -> None:
+    """The end of a run (rank 0): run_dir/weights.npz, then fit.png, warning if it fails."""
+    save_weights(os.path.join(run_dir, "weights.npz"), params)
+    try:
+        draw(run_dir)
+    except JobError as e:  # the run itself succeeded: say why there is no figure
+        warn(f"no fit.png: {e}")
 
 
 def main(argv: list[str] | None = None) -> None:

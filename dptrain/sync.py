@@ -94,17 +94,18 @@ def _next_multiple(k: int, every: int) -> int:
 
 def run(trainer: Trainer, start: int, steps: int, log_every: int, per_call: int,
         log: Callable[[int, float, float | None, dict], None], tick: Callable[[int], None],
-        checkpoint: Callable[[int], None] | None, checkpoint_every: int) -> float:
+        save: Callable[[int], None] | None, save_every: int) -> float:
     """Updates start+1..steps, up to per_call in one compiled call; log the full-data loss
-    after every log_every-th and the last; raise JobError at the first non-finite one.
+    after every log_every-th and the last; save (a checkpoint, an elastic commit) after every
+    save_every-th whose loss is finite; raise JobError at the first non-finite one.
 
-    checkpoint is rank 0's alone; checkpoint_every is every rank's, as the loss is collective.
+    save may be rank 0's alone; save_every is every rank's, as the loss is collective.
     """
     t0 = last_t = time.perf_counter()
     k, last_k = start, start
     while True:
         logging = k % log_every == 0 or k == steps
-        saving = checkpoint_every and k > start and k % checkpoint_every == 0
+        saving = save_every and k > start and k % save_every == 0
         if logging or saving:  # the loss of the weights after k updates
             now = time.perf_counter()
             loss = trainer.full_loss()
@@ -114,12 +115,12 @@ def run(trainer: Trainer, start: int, steps: int, log_every: int, per_call: int,
                 last_t, last_k = time.perf_counter(), k  # step times leave the loss out
             if not math.isfinite(loss):  # before saving: the newest checkpoint stays good
                 raise JobError(f"the loss is {loss} after step {k}: stopping")
-            if saving and checkpoint:
-                checkpoint(k)
+            if saving and save:
+                save(k)
         if k == steps:
             return loss
         stop = min(steps, k + per_call, _next_multiple(k, log_every),
-                   _next_multiple(k, checkpoint_every))
+                   _next_multiple(k, save_every))
         done = trainer.advance(k, stop - k)
         tick(done)
         if done < stop - k:

@@ -1,6 +1,10 @@
-"""Bad input ends the whole job quickly: one line naming the problem, non-zero exit, no strays."""
+"""The README's bad-input matrix, row by row: each input ends the whole job quickly with the
+one line and exit code the table promises, no traceback and no process left behind."""
 from __future__ import annotations
 
+import re
+import shlex
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -10,73 +14,112 @@ import oracle
 from conftest import ROOT, run, save_npz
 
 HANG_LIMIT = 60  # seconds; a job still running then counts as hung and is killed
+ERROR_LINE = re.compile(r"^(dptrain|launch\.sh|train\.sbatch): error: ")
+PLACEHOLDER = re.compile(r"\{([\w.-]+)\}")
 
 
-def weights_file(tmp: Path, kind: str) -> Path:
-    """An --init-weights file with one specific defect."""
-    path = tmp / f"{kind}.npz"
-    p = oracle.draw_params(5, 1)
-    if kind == "missing":
-        return path
-    if kind == "malformed":
-        path.write_text("W1,b1\n1,2\n")
-        return path
-    if kind == "wrong-shape":
-        p["W2"] = np.ones((3, 1))
-    elif kind == "nan":
-        p["b1"][0, 2] = np.nan
-    elif kind == "no-b2":
-        del p["b2"]
-    return save_npz(path, p)
+def matrix() -> list[tuple[str, str, str, int]]:
+    """(number, command, expected line, exit code) of every row of the README's table."""
+    text = (ROOT / "README.md").read_text()
+    table = text.split("<!-- bad-input matrix")[1].split("\n\n")[0]
+    rows = []
+    for line in table.splitlines():
+        m = re.match(r"\| (\d+) \| [^|]+ \| `([^`]+)` \| `([^`]+)` \| (\d+) \|$", line)
+        if m:
+            rows.append((m.group(1), m.group(2), m.group(3), int(m.group(4))))
+    return rows
 
 
-FLAG_CASES = [
-    (["--n-points", "0"], "--n-points must be >= 1"),
-    (["--lr", "0"], "--lr must be a positive number"),
-    (["--lr", "-0.5"], "--lr must be a positive number"),
-    (["--lr", "nan"], "--lr must be a positive number"),
-    (["--steps", "-1"], "--steps must be >= 0"),
-    (["--hidden", "0"], "--hidden must be >= 1"),
-    (["--log-every", "0"], "--log-every must be >= 1"),
-    (["--steps", "ten"], "argument --steps: invalid int value"),
-    (["--no-such-flag"], "unrecognized arguments: --no-such-flag"),
-]
-FILE_CASES = [
-    ("missing", "no such file"),
-    ("malformed", "not a readable .npz file"),
-    ("wrong-shape", "W2 has shape (3, 1), expected (5, 1)"),
-    ("nan", "b1 holds non-finite"),
-    ("no-b2", "missing array b2"),
-]
+def _weights(change: Callable[[dict], None]) -> Callable[[Path], None]:
+    def make(path: Path) -> None:
+        p = oracle.draw_params(5, 1)
+        change(p)
+        save_npz(path, p)
+    return make
 
 
-def assert_one_clean_error(res, expected: str) -> None:
-    assert res.rc != 0
-    lines = res.error_lines()
-    assert len(lines) == 1, f"expected the error once, got {lines}\n{res.stderr}"
-    assert expected in lines[0], lines[0]
-    assert "Traceback" not in res.stderr, res.stderr
+def _text(content: str) -> Callable[[Path], None]:
+    return lambda path: path.write_text(content)
 
 
-@pytest.mark.parametrize("flags,expected", FLAG_CASES)
-def test_bad_flag_under_two_ranks(flags: list[str], expected: str) -> None:
-    res = run([str(ROOT / "launch.sh"), *flags], env={"NP": "2"}, timeout=HANG_LIMIT)
-    assert_one_clean_error(res, expected)
-    assert res.rc == 2
+def _npy(array: np.ndarray) -> Callable[[Path], None]:
+    return lambda path: np.save(path, array, allow_pickle=True)
 
 
-@pytest.mark.parametrize("kind,expected", FILE_CASES)
-def test_bad_init_weights_under_two_ranks(kind: str, expected: str, tmp_path) -> None:
-    path = weights_file(tmp_path, kind)
-    res = run([str(ROOT / "launch.sh"), "--init-weights", str(path), "--steps", "5"],
-              env={"NP": "2"}, timeout=HANG_LIMIT)
-    assert_one_clean_error(res, expected)
-    assert str(path) in res.error_lines()[0]
+def _checkpoint_run(optimizer: str) -> Callable[[Path], None]:
+    def make(path: Path) -> None:  # what a 1-5-1 run with checkpoints leaves in --output-dir
+        from dptrain import checkpoint
+        p = oracle.draw_params(5, 1)
+        slots = {f"velocity.{k}": np.zeros_like(v) for k, v in p.items()} if optimizer != "sgd" else {}
+        checkpoint.save(str(path / "checkpoints"), 10, p, slots, {
+            "config": {}, "widths": [1, 5, 1], "ranks": 2, "optimizer": optimizer}, 3)
+    return make
 
 
-def test_unwritable_output_dir_fails_cleanly(tmp_path) -> None:
-    blocker = tmp_path / "a-file"
-    blocker.write_text("not a directory")
-    res = run([str(ROOT / "launch.sh"), "--output-dir", str(blocker / "out"), "--steps", "5"],
-              env={"NP": "2"}, timeout=HANG_LIMIT)
-    assert_one_clean_error(res, str(blocker))
+def _late_nan() -> np.ndarray:
+    table = np.hstack([np.linspace(-2, 2, 10).reshape(-1, 1)] * 2)
+    table[8, 1] = np.nan  # row 8 belongs to rank 1 of 2: rank 0 alone would never see it
+    return table
+
+
+FILES: dict[str, Callable[[Path], None]] = {
+    "a-file": _text("a file where a directory should be"),
+    "missing.npz": lambda path: None,
+    "text.npz": _text("W1,b1\n1,2\n"),
+    "wrong-shape.npz": _weights(lambda p: p.update(W2=np.ones((3, 1)))),
+    "nan.npz": _weights(lambda p: p["b1"].__setitem__((0, 2), np.nan)),
+    "no-b2.npz": _weights(lambda p: p.pop("b2")),
+    "pickled.npz": lambda path: np.savez(path, W1=np.array([{"exec": "payload"}], dtype=object)),
+    "missing.npy": lambda path: None,
+    "data.txt": _text("1,2\n"),
+    "words.csv": _text("x,y\n1,2\n3,abc\n"),
+    "ragged.csv": _text("x,y\n1,2\n3\n"),
+    "data.csv": _text("x,y\n1,1\n2,4\n"),
+    "flat.npy": _npy(np.arange(5.0)),
+    "late-nan.npy": _npy(_late_nan()),
+    "pickled.npy": _npy(np.array([{"exec": "payload"}, None], dtype=object)),
+    "no-y.npz": lambda path: np.savez(path, x=np.zeros(4)),
+    "data.npy": _npy(np.array([[0.0, 0.0], [1.0, 1.0]])),
+    "run-1-5-1": _checkpoint_run("sgd"),
+    "run-momentum": _checkpoint_run("momentum"),
+    "missing.hosts": lambda path: None,
+    "unknown.hosts": _text("localhost slots=1\nno-such-host.invalid slots=1\n"),
+    "two-slots.hosts": _text("# two slots\nlocalhost slots=2\n"),
+    "empty.csv": _text(""),
+    "header-only.csv": _text("x,y\n"),
+    "inf.csv": _text("x,y\n1,2\n3,inf\n"),
+    "lengths.npz": lambda path: np.savez(path, x=np.zeros(4), y=np.zeros(3)),
+    "garbage.npy": lambda path: path.write_bytes(b"\x93NUMPY garbage"),
+}
+
+
+def materialise(text: str, tmp: Path) -> str:
+    """Replace each {name} by the path of a freshly made file with that defect."""
+    def path_of(m: re.Match) -> str:
+        path = tmp / m.group(1)
+        if not path.exists() and not path.is_symlink():
+            FILES[m.group(1)](path)
+        return str(path)
+    return PLACEHOLDER.sub(path_of, text)
+
+
+def test_the_matrix_has_at_least_25_rows_with_distinct_commands() -> None:
+    rows = matrix()
+    assert len(rows) >= 25 and len({cmd for _, cmd, _, _ in rows}) == len(rows)
+
+
+@pytest.mark.parametrize("number,command,expected,code", matrix(), ids=lambda v: str(v)[:40])
+def test_bad_input_row(number: str, command: str, expected: str, code: int, tmp_path) -> None:
+    words = shlex.split(materialise(command, tmp_path))
+    env = {"NP": "2"}
+    while "=" in words[0]:  # leading NAME=value words, as a shell would take them
+        name, value = words.pop(0).split("=", 1)
+        env[name] = value
+    if words[0] == "./launch.sh":
+        words[0] = str(ROOT / "launch.sh")
+    res = run(words, env=env, timeout=HANG_LIMIT)
+    lines = [ln for ln in (res.stdout + res.stderr).splitlines() if ERROR_LINE.match(ln)]
+    assert len(lines) == 1, f"row {number}: expected one error line, got {lines}\n{res.stderr}"
+    assert materialise(expected, tmp_path) in lines[0], f"row {number}: {lines[0]}"
+    assert res.rc == code, f"row {number}: exit {res.rc}\n{res.stderr}"
+    assert "Traceback" not in res.stdout + res.stderr, res.stderr

@@ -136,52 +136,6 @@ def test_inputs_and_outputs_of_any_width(tmp_path) -> None:
             "W1": (3, 8), "b1": (1, 8), "W2": (8, 6), "b2": (1, 6), "W3": (6, 2), "b3": (1, 2)}
 
 
-BAD_DATA = {
-    "missing.npy": (None, "no such file"),
-    "data.txt": ("1,2\n", "unknown extension '.txt'"),
-    "empty.csv": ("", "file is empty"),
-    "header-only.csv": ("x,y\n", "holds no data rows"),
-    "words.csv": ("x,y\n1,2\n3,abc\n", "line 3, column 'y': non-numeric cell 'abc'"),
-    "ragged.csv": ("x,y\n1,2\n3\n", "line 3 has 1 cells, the header names 2"),
-    "inf.csv": ("x,y\n1,2\n3,inf\n", "row 1 holds NaN or infinite values"),
-    "flat.npy": (np.arange(5.0), "expected a numeric 2-D array"),
-    "nan.npy": (np.array([[0.0, 1], [1, np.nan], [2, 4], [3, 9]]),
-                "row 1 holds NaN or infinite values"),
-    "lengths.npz": ({"x": np.zeros(4), "y": np.zeros(3)}, "x has 4 rows but y has 3"),
-    "no-y.npz": ({"x": np.zeros(4)}, "needs arrays 'x' and 'y'"),
-    "garbage.npy": (b"\x93NUMPY garbage", "not a readable .npy file"),
-}
-
-
-@pytest.mark.parametrize("name", list(BAD_DATA))
-def test_bad_data_gets_one_line_naming_the_file(name: str, tmp_path) -> None:
-    from test_bad_input import assert_one_clean_error
-    content, expected = BAD_DATA[name]
-    path = tmp_path / name
-    if isinstance(content, str):
-        path.write_text(content)
-    elif isinstance(content, bytes):
-        path.write_bytes(content)
-    elif isinstance(content, dict):
-        np.savez(path, **content)
-    elif content is not None:
-        np.save(path, content)
-    res = run([str(ROOT / "launch.sh"), "--data", str(path), "--steps", "3"], env={"NP": "2"},
-              timeout=90)
-    assert_one_clean_error(res, expected)
-    assert f"--data {path}:" in res.error_lines()[0]
-
-
-def test_nan_on_one_rank_only_stops_every_rank(tmp_path) -> None:
-    from test_bad_input import assert_one_clean_error
-    table = np.hstack([np.linspace(-2, 2, 10).reshape(-1, 1)] * 2)
-    table[8, 1] = np.nan  # row 8 belongs to rank 1 of 2
-    np.save(tmp_path / "late-nan.npy", table)
-    res = run([str(ROOT / "launch.sh"), "--data", str(tmp_path / "late-nan.npy")],
-              env={"NP": "2"}, timeout=90)
-    assert_one_clean_error(res, "row 8 holds NaN or infinite values")
-
-
 def test_batch_composition_documented_in_readme_matches() -> None:
     text = (ROOT / "README.md").read_text()
     assert "position p belongs to rank p mod P" in text

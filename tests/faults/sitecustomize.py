@@ -1,0 +1,65 @@
+"""Fault injection for the failure tests: on PYTHONPATH, Python imports this at start-up.
+
+DPTRAIN_FAULT=KIND:RANK:STEP makes rank RANK, when it is about to run step STEP, do KIND:
+  raise  raise RuntimeError (a bug in user code)
+  oom    allocate an impossible array: numpy's real MemoryError
+  kill   SIGKILL itself (the node died, the OOM killer struck)
+It writes the time it fired to $DPTRAIN_FAULT_STAMP, so a test can time the job's end.
+Works under every launcher, since it needs nothing but the environment.
+"""
+from __future__ import annotations
+
+import importlib.abc
+import importlib.machinery
+import os
+import signal
+import sys
+import time
+
+
+def _fire(kind: str, step: int) -> None:
+    with open(os.environ["DPTRAIN_FAULT_STAMP"], "w") as f:
+        f.write(repr(time.time()))
+    if kind == "raise":
+        raise RuntimeError(f"injected fault at step {step}")
+    if kind == "oom":
+        import numpy as np
+        np.ones((1 << 40, 1 << 20))  # 8 EiB: MemoryError, as a too-large allocation gives
+    if kind == "kill":
+        os.kill(os.getpid(), signal.SIGKILL)
+
+
+def _patch(sync) -> None:
+    from dptrain.errors import launcher_rank
+    kind, rank, step = os.environ["DPTRAIN_FAULT"].split(":")
+    if launcher_rank() != int(rank):
+        return
+    advance = sync.Trainer.advance
+
+    def faulty(self, k: int, count: int) -> int:
+        if k < int(step) <= k + count:
+            _fire(kind, int(step))
+        return advance(self, k, count)
+
+    sync.Trainer.advance = faulty
+
+
+class _Finder(importlib.abc.MetaPathFinder):
+    """Patches dptrain.sync right after it is first imported."""
+
+    def find_spec(self, name, path, target=None):
+        if name != "dptrain.sync":
+            return None
+        spec = importlib.machinery.PathFinder.find_spec(name, path)
+        run = spec.loader.exec_module
+
+        def exec_module(module) -> None:
+            run(module)
+            _patch(module)
+
+        spec.loader.exec_module = exec_module
+        return spec
+
+
+if os.environ.get("DPTRAIN_FAULT"):
+    sys.meta_path.insert(0, _Finder())

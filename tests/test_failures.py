@@ -1,0 +1,73 @@
+"""Fail fast: a rank that raises, runs out of memory, is SIGKILLed or meets a NaN ends the whole
+job within 30 s under every launcher, with one line naming the rank, and leaves no process."""
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from conftest import BIN, PYTHON, ROOT, run
+
+FAULTS = ROOT / "tests" / "faults"  # its sitecustomize.py injects DPTRAIN_FAULT
+LONG = ["--steps", "1000000", "--log-every", "100"]  # minutes of work, were it not stopped
+STEP = 300
+DEADLINE_S = 30
+TRAIN = [PYTHON, str(ROOT / "train.py")]
+LAUNCHERS = {
+    "mpirun": ["mpirun", "-np", "3", "-bind-to", "none", *TRAIN],
+    "launch.sh": ["env", "NP=3", str(ROOT / "launch.sh")],
+    "horovodrun-mpi": [str(BIN / "horovodrun"), "--mpi", "-np", "3", *TRAIN],
+    "horovodrun-gloo": [str(BIN / "horovodrun"), "--gloo", "-np", "3", *TRAIN],
+}
+KILLED = {  # how each launcher names a rank that died of SIGKILL
+    "mpirun": "rank 1 with PID", "launch.sh": "rank 1 with PID",
+    "horovodrun-mpi": "rank 1 with PID", "horovodrun-gloo": "Process 1 exit with status code",
+}
+
+
+def inject(launcher: str, kind: str, tmp_path, timeout: float = 120):
+    """Run a long job with fault KIND on rank 1 at STEP; (result, seconds from fault to end)."""
+    stamp = tmp_path / "fired"
+    res = run(LAUNCHERS[launcher] + LONG, timeout=timeout, env={
+        "PYTHONPATH": str(FAULTS), "DPTRAIN_FAULT": f"{kind}:1:{STEP}",
+        "DPTRAIN_FAULT_STAMP": str(stamp)})
+    assert stamp.exists(), f"the fault never fired\n{res.stdout}\n{res.stderr}"
+    return res, time.time() - float(stamp.read_text())
+
+
+@pytest.mark.parametrize("launcher", LAUNCHERS)
+@pytest.mark.parametrize("kind,line", [
+    ("raise", f"dptrain: error: rank 1: RuntimeError: injected fault at step {STEP}"),
+    ("oom", "dptrain: error: rank 1: MemoryError: Unable to allocate"),
+])
+def test_a_rank_that_raises_ends_the_job(launcher: str, kind: str, line: str, tmp_path) -> None:
+    res, after = inject(launcher, kind, tmp_path)
+    assert res.rc != 0
+    assert after < DEADLINE_S, f"the job took {after:.0f} s to end after the fault"
+    lines = res.error_lines()
+    assert len(lines) == 1 and line in lines[0], (lines, res.stdout[-2000:], res.stderr[-3000:])
+    assert "Traceback" not in res.stdout + res.stderr
+
+
+@pytest.mark.parametrize("launcher", LAUNCHERS)
+def test_a_killed_rank_ends_the_job(launcher: str, tmp_path) -> None:
+    res, after = inject(launcher, "kill", tmp_path)
+    assert res.rc != 0
+    assert after < DEADLINE_S, f"the job took {after:.0f} s to end after the kill"
+    assert KILLED[launcher] in res.stdout + res.stderr, res.stderr[-3000:]
+    assert not res.error_lines(), "no survivor should blame itself for the dead rank"
+
+
+@pytest.mark.parametrize("launcher", ["mpirun", "horovodrun-gloo"])
+def test_a_diverging_loss_stops_at_its_step_and_keeps_the_good_checkpoint(
+        launcher: str, tmp_path) -> None:
+    """lr 1000 overflows the loss to inf by step 40 (measured); the run stops there."""
+    out = tmp_path / "out"
+    res = run(LAUNCHERS[launcher] + ["--lr", "1000", "--log-every", "10", "--checkpoint-every",
+                                     "20", "--output-dir", str(out), "--steps", "100000"])
+    assert res.rc != 0
+    lines = res.error_lines()
+    assert len(lines) == 1, (lines, res.stderr[-2000:])
+    assert "the loss is inf after step 40" in lines[0] or "not finite" in lines[0], lines
+    kept = sorted(p.name for p in (out / "checkpoints").iterdir())
+    assert kept == ["ckpt-000000020.npz"], kept  # step 40's weights gave an inf loss
