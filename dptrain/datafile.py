@@ -7,8 +7,10 @@ rows: use .npy for data sets that do not fit in memory once per rank.
 """
 from __future__ import annotations
 
+import contextlib
 import csv
 import os
+from collections.abc import Iterator
 
 import numpy as np
 
@@ -30,12 +32,23 @@ class DataFile:
             self._fail("no such file")
         if os.path.getsize(path) == 0:
             self._fail("file is empty")
-        self.rows, self.inputs, self.outputs = getattr(self, f"_open_{self.ext[1:]}")()
+        with self._text_errors():
+            self.rows, self.inputs, self.outputs = getattr(self, f"_open_{self.ext[1:]}")()
         if self.rows == 0:
             self._fail("holds no data rows")
 
     def _fail(self, problem: str) -> None:
         raise JobError(f"--data {self.path}: {problem}")
+
+    @contextlib.contextmanager
+    def _text_errors(self) -> Iterator[None]:
+        """A CSV that is not UTF-8 text, or that the csv module cannot split, is bad input."""
+        try:
+            yield
+        except UnicodeDecodeError as e:
+            self._fail(f"not UTF-8 text (byte {e.start} of a line: {e.reason})")
+        except csv.Error as e:
+            self._fail(f"not readable as CSV ({e})")
 
     def _open_npy(self) -> tuple[int, int, int]:
         try:
@@ -84,7 +97,8 @@ class DataFile:
 
     def read(self, start: int, stop: int) -> tuple[np.ndarray, np.ndarray]:
         """Rows [start, stop) as float64 (x, y), checked to be finite."""
-        x, y = getattr(self, f"_read_{self.ext[1:]}")(start, stop)
+        with self._text_errors():
+            x, y = getattr(self, f"_read_{self.ext[1:]}")(start, stop)
         x, y = np.ascontiguousarray(x, DTYPE), np.ascontiguousarray(y, DTYPE)
         bad = ~(np.isfinite(x).all(axis=1) & np.isfinite(y).all(axis=1))
         if bad.any():

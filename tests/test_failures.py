@@ -35,6 +35,14 @@ def inject(launcher: str, kind: str, tmp_path, timeout: float = 120):
     return res, time.time() - float(stamp.read_text())
 
 
+def rank_tracebacks(launcher: str, res) -> list[str]:
+    """Tracebacks printed by the ranks (horovodrun prints one of its own as it exits 1,
+    whereas it tags every line of a rank's output with [rank])."""
+    lines = (res.stdout + res.stderr).splitlines()
+    tagged = launcher.startswith("horovodrun")
+    return [ln for ln in lines if "Traceback" in ln and (not tagged or "]<std" in ln)]
+
+
 @pytest.mark.parametrize("launcher", LAUNCHERS)
 @pytest.mark.parametrize("kind,line", [
     ("raise", f"dptrain: error: rank 1: RuntimeError: injected fault at step {STEP}"),
@@ -46,7 +54,7 @@ def test_a_rank_that_raises_ends_the_job(launcher: str, kind: str, line: str, tm
     assert after < DEADLINE_S, f"the job took {after:.0f} s to end after the fault"
     lines = res.error_lines()
     assert len(lines) == 1 and line in lines[0], (lines, res.stdout[-2000:], res.stderr[-3000:])
-    assert "Traceback" not in res.stdout + res.stderr
+    assert not rank_tracebacks(launcher, res), res.stderr[-3000:]
 
 
 @pytest.mark.parametrize("launcher", LAUNCHERS)

@@ -82,3 +82,22 @@ def test_batch_job_with_bad_flag_fails_with_one_line(slurm, tmp_path) -> None:
     errors = [ln for ln in log.splitlines() if "dptrain: error:" in ln]
     assert len(errors) == 1 and "--lr must be a positive number, got -1.0" in errors[0], log
 
+
+
+@pytest.mark.parametrize("launcher,kind", [("srun", "raise"), ("srun", "kill"),
+                                           ("mpirun", "raise"), ("mpirun", "kill")])
+def test_a_failing_rank_ends_the_batch_job_fast(slurm, tmp_path, launcher, kind) -> None:
+    """Rank 1 raises or is SIGKILLed at step 300 of a long job: the job FAILS within 30 s."""
+    import time
+    stamp = tmp_path / "fired"
+    state, log = submit(slurm, tmp_path, ["-n", "2"], ["--steps", "1000000"], env={
+        "LAUNCHER": launcher, "PYTHONPATH": str(ROOT / "tests" / "faults"),
+        "DPTRAIN_FAULT": f"{kind}:1:300", "DPTRAIN_FAULT_STAMP": str(stamp)}, timeout=120)
+    after = time.time() - float(stamp.read_text())
+    assert state == "FAILED", log
+    assert after < 30, f"the job took {after:.0f} s to end after the fault\n{log}"
+    errors = [ln for ln in log.splitlines() if "dptrain: error:" in ln]
+    if kind == "raise":
+        assert len(errors) == 1 and "rank 1: RuntimeError: injected fault" in errors[0], log
+    else:
+        assert not errors and ("signal 9" in log or "Killed" in log), log

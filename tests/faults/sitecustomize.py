@@ -24,7 +24,7 @@ def _fire(kind: str, step: int) -> None:
         raise RuntimeError(f"injected fault at step {step}")
     if kind == "oom":
         import numpy as np
-        np.ones((1 << 40, 1 << 20))  # 8 EiB: MemoryError, as a too-large allocation gives
+        np.ones(1 << 43)  # 64 TiB: more than any test machine has, so a real MemoryError
     if kind == "kill":
         os.kill(os.getpid(), signal.SIGKILL)
 
