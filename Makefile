@@ -1,6 +1,6 @@
 # make run   - set up if needed, then train the seed job on 4 ranks with horovodrun
 # make test  - set up if needed, then run the test suite
-# make bench - set up if needed, then bench/compare.py (about 8 min on 2 cores)
+# make bench - set up if needed, then bench/compare.py and bench/timeline.py (about 8 min)
 # make setup - system MPI + .venv + Horovod (idempotent; scripts/setup.sh)
 VENV ?= .venv
 NP ?= 4
@@ -24,6 +24,7 @@ test:
 
 bench: setup
 	$(VENV)/bin/python bench/compare.py $(ARGS)
+	$(VENV)/bin/python bench/timeline.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .hypothesis

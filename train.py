@@ -10,6 +10,8 @@ full-batch runs equal single-process gradient descent for any N and any number o
     mpirun -np 4 -bind-to none -map-by slot python train.py
     HOSTFILE=hostfile NP=8 ./launch.sh --steps 5000   # a cluster, through mpirun
     sbatch -N 2 train.sbatch --steps 5000             # a Slurm batch job
+    HOSTS_FILE=hosts horovodrun --gloo -np 3 --min-np 2 \
+        --host-discovery-script scripts/discover_hosts.sh python train.py --elastic
     python train.py --help                            # every flag and its default
 """
 from __future__ import annotations
@@ -93,12 +95,16 @@ def main() -> None:
     if config.mode == "async":  # the contrasting design: a parameter server over mpi4py
         from dptrain import async_ps
         async_ps.main(config)
-        return
-    if config.elastic:  # ranks may leave and join; no collective outside Horovod's loop
+    elif config.elastic:  # ranks may leave and join; no collective outside Horovod's loop
         from dptrain import elastic
         elastic.main(config, widths, work)
-        return
-    from dptrain import checkpoint, distributed, sync
+    else:
+        train(config, widths, work)
+
+
+def train(config: cli.Config, widths: tuple[int, ...], work: int) -> None:
+    """The synchronous job: start Horovod, load this rank's slice, agree on a start, train."""
+    from dptrain import distributed, sync
     from dptrain.batches import Schedule
     from dptrain.data import load_shard
     from dptrain.model import MLP
@@ -123,22 +129,29 @@ def main() -> None:
     distributed.broadcast_from_chief(model.weights + list(opt.slots.values()))
     start = distributed.broadcast_int(start, "dptrain.start")
 
-    def save_checkpoint(step: int) -> None:
-        meta = {"config": config.as_dict(), "widths": list(widths), "ranks": world.size,
-                "optimizer": config.optimizer}
-        checkpoint.save(checkpoint_dir(config), step, model.params(), opt.state(), meta,
-                        config.keep_checkpoints)
-
     trainer = sync.Trainer(model, opt, shard.x, shard.y, shard.n_total, schedule)
     per_call = (config.steps_per_call or steps) if schedule.full_batch else 1
+    save = checkpointer(config, world, widths, model, opt) if world.is_chief else None
     try:
         sync.run(trainer, start, steps, config.log_every, per_call, reporter.log, reporter.tick,
-                 save_checkpoint if world.is_chief else None, config.checkpoint_every)
+                 save, config.checkpoint_every)
     except JobError as e:  # every rank stops at the same step; rank 0 says why
         reporter.close()
         fail(str(e), rank=world.rank, code=1)
     reporter.close()
     finish(config, world, model, opt)
+
+
+def checkpointer(config: cli.Config, world: World, widths: tuple, model, opt):
+    """Rank 0's save(step): a checkpoint of the weights, optimizer slots and this run's shape."""
+    from dptrain import checkpoint
+
+    def save(step: int) -> None:
+        meta = {"config": config.as_dict(), "widths": list(widths), "ranks": world.size,
+                "optimizer": config.optimizer}
+        checkpoint.save(checkpoint_dir(config), step, model.params(), opt.state(), meta,
+                        config.keep_checkpoints)
+    return save
 
 
 def finish(config: cli.Config, world: World, model, opt) -> None:

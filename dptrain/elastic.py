@@ -51,50 +51,62 @@ class State(HorovodState):
         self.save()
 
 
+class Run:
+    """This process's part of an elastic run: what outlives a reset of the ring."""
+
+    def __init__(self, config, model: MLP, opt: Optimizer):
+        self.config, self.model, self.opt = config, model, opt
+        self.steps = config.steps if config.steps is not None else config.epochs  # 1 batch/epoch
+        self.step = tf.Variable(0, dtype=tf.int64, trainable=False)
+        self.state = State(model.weights + list(opt.slots.values()) + [self.step])
+        self.reporter: Reporter | None = None  # opened by rank 0 at step 0, and only there
+        self.logged = -1  # the last step it logged
+
+    def commit(self, k: int) -> None:
+        """Every rank, after each logged (so finite) step: this is where a reset rolls back to."""
+        self.step.assign(k)
+        self.state.commit()
+
+    def log(self, k: int, *rest) -> None:
+        """The reporter's log, once per step: a restart repeats its first step's log."""
+        if self.reporter and k > self.logged:
+            self.logged = k
+            self.reporter.log(k, *rest)
+
+    def once(self) -> float:
+        """From the last commit to the end on the current ranks, each with its new slice."""
+        c, rank, size, k = self.config, hvd.rank(), hvd.size(), int(self.step.numpy())
+        hosts = distributed.hostnames()  # a collective, but inside the loop: all ranks are here
+        shard = load_shard(c.data, c.target, c.n_points, size, rank)
+        trainer = sync.Trainer(self.model, self.opt, shard.x, shard.y, shard.n_total, Schedule(
+            shard.n_total, size, rank, len(shard.x), shard.n_total, c.seed, False))
+        if rank == 0 and k == 0 and self.reporter is None:
+            self.reporter = open_reporter(c.as_dict(), hosts, self.steps, 0, False)
+        elif self.reporter:
+            self.reporter.size = size
+            say(f"elastic: {placement(hosts)}, from step {k}")
+        return sync.run(trainer, k, self.steps, c.log_every, c.steps_per_call or self.steps,
+                        self.log, lambda n: None, self.commit, c.log_every)
+
+
 def main(config, widths: tuple[int, ...], work: float) -> None:
     """--elastic: set up without collectives, then train inside Horovod's elastic loop."""
     distributed.start(work)
-    params = (load_params(config.init_weights, widths) if config.init_weights
-              else random_params(widths, config.seed))  # the same on every rank
+    try:  # every rank reads the same file or draws the same weights: no broadcast needed
+        params = (load_params(config.init_weights, widths) if config.init_weights
+                  else random_params(widths, config.seed))
+    except JobError as e:
+        fail(str(e))  # every rank fails alike; rank 0 says it
     model = MLP(params)
     opt = Optimizer(model.weights, model.names, Hyper(
         config.optimizer, config.lr, config.momentum, config.beta1, config.beta2, config.eps))
-    step = tf.Variable(0, dtype=tf.int64, trainable=False)
-    state = State(model.weights + list(opt.slots.values()) + [step])
-    reporter: list[Reporter] = []  # opened by rank 0 at step 0, and only there
-    logged = [-1]  # the last step it logged
-    steps = config.steps if config.steps is not None else config.epochs  # one batch an epoch
-
-    def commit(k: int) -> None:  # every rank, after each logged (so finite) step
-        step.assign(k)
-        state.commit()
-
-    @hvd.elastic.run
-    def loop(state: State) -> float:
-        rank, size, k = hvd.rank(), hvd.size(), int(step.numpy())
-        hosts = distributed.hostnames()  # a collective, but inside the loop: all ranks are here
-        shard = load_shard(config.data, config.target, config.n_points, size, rank)
-        trainer = sync.Trainer(model, opt, shard.x, shard.y, shard.n_total, Schedule(
-            shard.n_total, size, rank, len(shard.x), shard.n_total, config.seed, False))
-        if rank == 0 and k == 0 and not reporter:
-            reporter.append(open_reporter(config.as_dict(), hosts, steps, 0, False))
-        elif reporter:
-            reporter[0].size = size
-            say(f"elastic: {placement(hosts)}, from step {k}")
-        def log(k: int, *rest) -> None:  # a restart repeats its first step's log: skip it
-            if reporter and k > logged[0]:
-                logged[0] = k
-                reporter[0].log(k, *rest)
-
-        return sync.run(trainer, k, steps, config.log_every, config.steps_per_call or steps,
-                        log, lambda n: None, commit, config.log_every)
-
+    run = Run(config, model, opt)
     try:
-        loop(state)
+        hvd.elastic.run(lambda state: run.once())(run.state)
     except JobError as e:  # a NaN: every rank stops at the same step; rank 0 says why
         fail(str(e), rank=hvd.rank(), code=1)
-    if reporter:
-        reporter[0].close()
+    if run.reporter:
+        run.reporter.close()
         if config.output_dir:
             from . import plot
             plot.save_results(config.output_dir, model.params())

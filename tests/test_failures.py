@@ -32,7 +32,9 @@ def inject(launcher: str, kind: str, tmp_path, timeout: float = 120):
         "PYTHONPATH": str(FAULTS), "DPTRAIN_FAULT": f"{kind}:1:{STEP}",
         "DPTRAIN_FAULT_STAMP": str(stamp)})
     assert stamp.exists(), f"the fault never fired\n{res.stdout}\n{res.stderr}"
-    return res, time.time() - float(stamp.read_text())
+    after = time.time() - float(stamp.read_text())
+    print(f"fault {kind} under {launcher}: the job ended {after:.1f} s after it")  # pytest -s
+    return res, after
 
 
 def rank_tracebacks(launcher: str, res) -> list[str]:

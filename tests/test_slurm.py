@@ -94,6 +94,7 @@ def test_a_failing_rank_ends_the_batch_job_fast(slurm, tmp_path, launcher, kind)
         "LAUNCHER": launcher, "PYTHONPATH": str(ROOT / "tests" / "faults"),
         "DPTRAIN_FAULT": f"{kind}:1:300", "DPTRAIN_FAULT_STAMP": str(stamp)}, timeout=120)
     after = time.time() - float(stamp.read_text())
+    print(f"fault {kind} under sbatch/{launcher}: the job ended {after:.1f} s after it")
     assert state == "FAILED", log
     assert after < 30, f"the job took {after:.0f} s to end after the fault\n{log}"
     errors = [ln for ln in log.splitlines() if "dptrain: error:" in ln]
