@@ -137,7 +137,8 @@ def jobs_n(jobs: list[Job], name: str) -> int:
 
 
 def _ms(s: float) -> str:
-    return f"{s * 1e3:.3f}" if s < 1 else f"{s * 1e3:.0f}"
+    ms = s * 1e3
+    return f"{ms:.3f}" if ms < 10 else f"{ms:.0f}"
 
 
 def table(rows: list[dict], ladder: bool) -> list[str]:

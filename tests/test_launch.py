@@ -39,7 +39,7 @@ def test_dry_run_inside_a_slurm_allocation_uses_the_allocation() -> None:
 
 def test_dry_run_hostfile_wins_over_the_allocation(tmp_path) -> None:
     hostfile = tmp_path / "hosts"
-    hostfile.write_text("nodeA slots=4\n")
+    hostfile.write_text("localhost slots=4\n")  # launch.sh checks that the name resolves
     res = run([LAUNCH, "--dry-run"], env={"SLURM_JOB_ID": "1", "SLURM_NTASKS": "6",
                                          "HOSTFILE": str(hostfile), "NP": "4"}, timeout=30)
     assert res.rc == 0, res.stderr
