@@ -121,8 +121,7 @@ def train(config: cli.Config, widths: tuple[int, ...], work: int) -> None:
     params, slots, start, reporter = distributed.agree(
         world, lambda: start_state(config, world, widths, hosts, steps))
     model = MLP(params)
-    opt = Optimizer(model.weights, model.names, Hyper(
-        config.optimizer, config.lr, config.momentum, config.beta1, config.beta2, config.eps))
+    opt = Optimizer(model.weights, model.names, Hyper.of(config))
     if slots:
         opt.load(slots)
     # Horovod: every rank starts from rank 0's weights, optimizer slots and step.

@@ -5,10 +5,14 @@ import argparse
 import json
 import os
 import resource
+import sys
 import time
 from collections.abc import Callable
 
 import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from dptrain.data import shard_bounds as bounds  # noqa: E402,F401 (the project's slicing, tested)
 
 LR = 0.01
 NAMES = ("W1", "b1", "W2", "b2")  # the 1 -> 5 -> 1 network, as in --init-weights files
@@ -35,13 +39,6 @@ def rows(n: int, lo: int, hi: int) -> tuple[np.ndarray, np.ndarray]:
     """Rows [lo, hi) of x = linspace(-2, 2, n), y = x^2, as columns."""
     x = np.linspace(-2.0, 2.0, n)[lo:hi].reshape(-1, 1)
     return x, x * x
-
-
-def bounds(n: int, size: int, rank: int) -> tuple[int, int]:
-    """Contiguous block of rank (the first n % size blocks one row longer)."""
-    base, extra = divmod(n, size)
-    start = rank * base + min(rank, extra)
-    return start, start + base + (rank < extra)
 
 
 def timed_loop(step: Callable[[], None], loss: Callable[[], float], steps: int,

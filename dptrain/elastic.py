@@ -98,8 +98,7 @@ def main(config, widths: tuple[int, ...], work: float) -> None:
     except JobError as e:
         fail(str(e))  # every rank fails alike; rank 0 says it
     model = MLP(params)
-    opt = Optimizer(model.weights, model.names, Hyper(
-        config.optimizer, config.lr, config.momentum, config.beta1, config.beta2, config.eps))
+    opt = Optimizer(model.weights, model.names, Hyper.of(config))
     run = Run(config, model, opt)
     try:
         hvd.elastic.run(lambda state: run.once())(run.state)

@@ -65,7 +65,7 @@ def guard(main: Callable[[], None]) -> None:
     """
     try:
         main()
-    except (JobError, Exception) as e:  # noqa: BLE001 (SystemExit and Ctrl-C pass through)
+    except Exception as e:  # noqa: BLE001 (JobError too; SystemExit and Ctrl-C pass through)
         text = str(e).strip()
         if SECONDARY not in text:
             kind = "" if isinstance(e, JobError) else f"{type(e).__name__}: "

@@ -21,6 +21,12 @@ class Hyper:
     beta2: float = 0.999
     eps: float = 1e-8
 
+    @classmethod
+    def of(cls, config) -> Hyper:
+        """The knobs as the command line set them (a cli.Config)."""
+        return cls(config.optimizer, config.lr, config.momentum, config.beta1, config.beta2,
+                   config.eps)
+
 
 class Optimizer:
     """Applies gradients to `weights` in place; `slots` is its whole state."""
