@@ -104,7 +104,7 @@ def main() -> None:
 
 def train(config: cli.Config, widths: tuple[int, ...], work: int) -> None:
     """The synchronous job: start Horovod, load this rank's slice, agree on a start, train."""
-    from dptrain import distributed, sync
+    from dptrain import distributed, runtime, sync
     from dptrain.batches import Schedule
     from dptrain.data import load_shard
     from dptrain.model import MLP
@@ -128,7 +128,8 @@ def train(config: cli.Config, widths: tuple[int, ...], work: int) -> None:
     distributed.broadcast_from_chief(model.weights + list(opt.slots.values()))
     start = distributed.broadcast_int(start, "dptrain.start")
 
-    trainer = sync.Trainer(model, opt, shard.x, shard.y, shard.n_total, schedule)
+    trainer = sync.Trainer(model, opt, shard.x, shard.y, shard.n_total, schedule,
+                           xla=runtime.use_xla(config.xla, work))
     per_call = (config.steps_per_call or steps) if schedule.full_batch else 1
     save = checkpointer(config, world, widths, model, opt) if world.is_chief else None
     try:

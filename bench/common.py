@@ -18,9 +18,11 @@ LR = 0.01
 NAMES = ("W1", "b1", "W2", "b2")  # the 1 -> 5 -> 1 network, as in --init-weights files
 
 
-def parse(description: str) -> argparse.Namespace:
-    """The flags every competitor takes from bench/compare.py."""
+def parse(description: str, xla: bool = False) -> argparse.Namespace:
+    """The flags every competitor takes from bench/compare.py (and --xla where it has one)."""
     p = argparse.ArgumentParser(description=description)
+    if xla:
+        p.add_argument("--xla", action="store_true", help="jit-compile the loss and gradient")
     p.add_argument("--n-points", type=int, required=True)
     p.add_argument("--steps", type=int, required=True)
     p.add_argument("--log-every", type=int, required=True)

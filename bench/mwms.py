@@ -1,5 +1,6 @@
 """The alternative: tf.distribute.MultiWorkerMirroredStrategy (RING collectives), one worker per
-process, TF_CONFIG set by bench/compare.py; the same step, gradients summed by all_reduce."""
+process, TF_CONFIG set by bench/compare.py; the same step, gradients summed by all_reduce.
+--xla compiles the loss with XLA the way train.py's --xla does (the all_reduce stays outside)."""
 from __future__ import annotations
 
 import json
@@ -11,7 +12,7 @@ import common
 
 
 def main() -> None:
-    a = common.parse(__doc__)
+    a = common.parse(__doc__, xla=True)
     task = json.loads(os.environ["TF_CONFIG"])
     rank, size = task["task"]["index"], len(task["cluster"]["worker"])
     tf.config.threading.set_intra_op_parallelism_threads(max(1, os.cpu_count() // size))
@@ -25,6 +26,9 @@ def main() -> None:
 
     def sq_sum() -> tf.Tensor:
         return tf.reduce_sum(tf.square(tf.tanh(x @ w[0] + w[1]) @ w[2] + w[3] - y))
+
+    if a.xla:
+        sq_sum = tf.function(sq_sum, jit_compile=True)
 
     def replica_step() -> None:
         with tf.GradientTape() as tape:

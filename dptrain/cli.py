@@ -32,6 +32,7 @@ class Config:
     seed: int
     log_every: int
     steps_per_call: int
+    xla: str
     data: str | None
     target: str | None
     init_weights: str | None
@@ -109,6 +110,10 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--steps-per-call", type=int, default=0, metavar="K",
                    help="full-batch: run up to K updates in one compiled call (0: all of those "
                    "between two logs or checkpoints); 1 is one Python call per update")
+    t.add_argument("--xla", choices=("auto", "on", "off"), default="auto",
+                   help="compile each rank's loss and gradient with XLA; auto: only for steps "
+                   "of 10^6 multiply-adds per rank or more, where fusing the passes over the "
+                   "rows pays (short steps are slower with it)")
     t.add_argument("--seed", type=int, default=0, help="seed of the initial draw and shuffles")
     t.add_argument("--init-weights", metavar="FILE.npz", help="start from W1, b1, ..., WL, bL "
                    "(seed network: W1 (1,h), b1 (1,h), W2 (h,1), b2 (1,1))")

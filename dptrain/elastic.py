@@ -17,7 +17,7 @@ import horovod.tensorflow as hvd
 import tensorflow as tf
 from horovod.common.elastic import State as HorovodState
 
-from . import distributed, sync
+from . import distributed, runtime, sync
 from .batches import Schedule
 from .data import load_shard
 from .model import MLP, load_params, random_params
@@ -54,8 +54,8 @@ class State(HorovodState):
 class Run:
     """This process's part of an elastic run: what outlives a reset of the ring."""
 
-    def __init__(self, config, model: MLP, opt: Optimizer):
-        self.config, self.model, self.opt = config, model, opt
+    def __init__(self, config, model: MLP, opt: Optimizer, xla: bool):
+        self.config, self.model, self.opt, self.xla = config, model, opt, xla
         self.steps = config.steps if config.steps is not None else config.epochs  # 1 batch/epoch
         self.step = tf.Variable(0, dtype=tf.int64, trainable=False)
         self.state = State(model.weights + list(opt.slots.values()) + [self.step])
@@ -79,7 +79,7 @@ class Run:
         hosts = distributed.hostnames()  # a collective, but inside the loop: all ranks are here
         shard = load_shard(c.data, c.target, c.n_points, size, rank)
         trainer = sync.Trainer(self.model, self.opt, shard.x, shard.y, shard.n_total, Schedule(
-            shard.n_total, size, rank, len(shard.x), shard.n_total, c.seed, False))
+            shard.n_total, size, rank, len(shard.x), shard.n_total, c.seed, False), self.xla)
         if rank == 0 and k == 0 and self.reporter is None:
             self.reporter = open_reporter(c.as_dict(), hosts, self.steps, 0, False)
         elif self.reporter:
@@ -99,7 +99,7 @@ def main(config, widths: tuple[int, ...], work: float) -> None:
         fail(str(e))  # every rank fails alike; rank 0 says it
     model = MLP(params)
     opt = Optimizer(model.weights, model.names, Hyper.of(config))
-    run = Run(config, model, opt)
+    run = Run(config, model, opt, runtime.use_xla(config.xla, work))
     try:
         hvd.elastic.run(lambda state: run.once())(run.state)
     except JobError as e:  # a NaN: every rank stops at the same step; rank 0 says why

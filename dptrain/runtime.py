@@ -30,12 +30,24 @@ def launcher_size() -> int:
     return 1
 
 
+def short_step(work: float) -> bool:
+    """Whether a rank's step is short; `work` is the multiply-adds of one forward pass over
+    all rows (what a rank's step costs, times the rank count)."""
+    return work / launcher_size() < SHORT_STEP_WORK
+
+
 def fast_defaults(work: float) -> None:
-    """Set the tuned settings where the environment does not; `work` is the multiply-adds
-    of one forward pass over all rows (what a rank's step costs, times the rank count)."""
-    settings = YIELD | (SHORT_CYCLE if work / launcher_size() < SHORT_STEP_WORK else {})
+    """Set the tuned settings where the environment does not (see short_step for `work`)."""
+    settings = YIELD | (SHORT_CYCLE if short_step(work) else {})
     for name, value in settings.items():
         os.environ.setdefault(name, value)
+
+
+def use_xla(choice: str, work: float) -> bool:
+    """--xla: on, off, or auto = only for long steps. XLA fuses a step's passes over the rows
+    (large job, P=2: 922 -> 672 ms) but adds a fixed cost per call that a short step cannot
+    carry (seed job: 0.07 -> 0.45 ms)."""
+    return choice == "on" or (choice == "auto" and not short_step(work))
 
 
 def size_thread_pools(local_size: int) -> None:

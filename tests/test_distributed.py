@@ -70,3 +70,23 @@ def test_uneven_and_empty_shards_are_exact(n: int, np_: int, tmp_path) -> None:
                 "--log-every", "10")
     expected = oracle.descend(p, *oracle.seed_data(n), LR, 300, 10)
     assert relative_gap([r["loss"] for r in got], [v for _, v in expected]) < 1e-9
+
+
+@pytest.mark.parametrize("n,np_", [(3, 4), (50, 2)])
+def test_xla_compiled_steps_are_exact(n: int, np_: int, tmp_path) -> None:
+    """--xla on (what long steps get by default) keeps the oracle's trajectory, empty shard too."""
+    p = oracle.draw_params(5, 100 + n)
+    init = save_npz(tmp_path / "init.npz", p)
+    got = train(mpirun_np(np_), tmp_path, init, "--n-points", str(n), "--steps", "300",
+                "--log-every", "10", "--xla", "on")
+    expected = oracle.descend(p, *oracle.seed_data(n), LR, 300, 10)
+    assert relative_gap([r["loss"] for r in got], [v for _, v in expected]) < 1e-9
+
+
+def test_xla_auto_is_for_long_steps_only(monkeypatch) -> None:
+    from dptrain.runtime import use_xla
+    monkeypatch.setenv("OMPI_COMM_WORLD_SIZE", "2")
+    assert not use_xla("auto", 50 * 5 * 2)  # the seed job: 250 multiply-adds per rank
+    assert not use_xla("auto", 2 * 10**6 - 2)
+    assert use_xla("auto", 2 * 10**6)  # 10^6 per rank
+    assert use_xla("on", 1) and not use_xla("off", 10**12)
