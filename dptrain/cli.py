@@ -7,7 +7,8 @@ import sys
 from dataclasses import asdict, dataclass
 from typing import NoReturn
 
-from .errors import fail, launcher_rank
+from . import launcher
+from .errors import fail
 
 DEFAULT_STEPS = 2000
 OPTIMIZERS = ("sgd", "momentum", "adam")  # dptrain/optim.py implements them
@@ -60,7 +61,7 @@ class _Parser(argparse.ArgumentParser):
         fail(message)
 
     def print_help(self, file=None) -> None:
-        if launcher_rank() == 0:
+        if launcher.rank() == 0:
             super().print_help(file)
 
 

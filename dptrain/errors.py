@@ -7,10 +7,10 @@ import traceback
 from collections.abc import Callable
 from typing import NoReturn, TypeVar
 
+from . import launcher
+
 T = TypeVar("T")
 
-# Where each launcher puts the process's global rank, readable before MPI/Horovod start.
-RANK_VARS = ("HOROVOD_RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK", "SLURM_PROCID")
 EXIT_USAGE = 2  # bad flags or input files, as argparse does
 
 
@@ -18,17 +18,9 @@ class JobError(Exception):
     """A problem the user can fix; its message is the whole report."""
 
 
-def launcher_rank() -> int:
-    """This process's rank as the launcher set it (0 when run alone)."""
-    for var in RANK_VARS:
-        if os.environ.get(var, "").isdigit():
-            return int(os.environ[var])
-    return 0
-
-
 def fail(message: str, rank: int | None = None, code: int = EXIT_USAGE) -> NoReturn:
     """Print `dptrain: error: message` once (from rank 0 unless told) and exit non-zero."""
-    if (launcher_rank() if rank is None else rank) == 0:
+    if (launcher.rank() if rank is None else rank) == 0:
         print(f"dptrain: error: {message}", file=sys.stderr, flush=True)
     sys.exit(code)
 
@@ -70,7 +62,7 @@ def guard(main: Callable[[], None]) -> None:
         if SECONDARY not in text:
             kind = "" if isinstance(e, JobError) else f"{type(e).__name__}: "
             line = text.splitlines()[0] if text else "(no message)"
-            print(f"dptrain: error: rank {launcher_rank()}: {kind}{line}", file=sys.stderr)
+            print(f"dptrain: error: rank {launcher.rank()}: {kind}{line}", file=sys.stderr)
             if os.environ.get("DPTRAIN_TRACEBACK") == "1":
                 traceback.print_exc()
         sys.stdout.flush()

@@ -3,6 +3,8 @@ from __future__ import annotations
 
 import os
 
+from . import launcher
+
 # The tuned settings (bench/compare.py measures each); an environment value set by the user
 # wins. Must be in place before MPI_Init, hence before hvd.init().
 YIELD = {
@@ -19,21 +21,12 @@ YIELD = {
 # compute (large job, P=2: Gloo 980 -> 1500 ms, MPI 845 -> 874 ms): such jobs keep 1 ms.
 SHORT_CYCLE = {"HOROVOD_CYCLE_TIME": "0.05"}
 SHORT_STEP_WORK = 10**6  # multiply-adds per rank per step below which a step is short
-SIZE_VARS = ("OMPI_COMM_WORLD_SIZE", "HOROVOD_SIZE", "PMI_SIZE", "SLURM_NTASKS")
-
-
-def launcher_size() -> int:
-    """The number of ranks, as the launcher announced before MPI starts (1 when alone)."""
-    for var in SIZE_VARS:
-        if os.environ.get(var, "").isdigit():
-            return int(os.environ[var])
-    return 1
 
 
 def short_step(work: float) -> bool:
     """Whether a rank's step is short; `work` is the multiply-adds of one forward pass over
     all rows (what a rank's step costs, times the rank count)."""
-    return work / launcher_size() < SHORT_STEP_WORK
+    return work / launcher.size() < SHORT_STEP_WORK
 
 
 def fast_defaults(work: float) -> None:

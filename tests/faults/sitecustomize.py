@@ -30,9 +30,9 @@ def _fire(kind: str, step: int) -> None:
 
 
 def _patch(sync) -> None:
-    from dptrain.errors import launcher_rank
+    from dptrain import launcher
     kind, rank, step = os.environ["DPTRAIN_FAULT"].split(":")
-    if launcher_rank() != int(rank):
+    if launcher.rank() != int(rank):
         return
     advance = sync.Trainer.advance
 
