@@ -172,7 +172,7 @@ def _worker_gradient(config, x: np.ndarray, y: np.ndarray, widths: tuple, worker
     xs = tf.TensorSpec([None, x.shape[1]], x.dtype)
     ys = tf.TensorSpec([None, y.shape[1]], x.dtype)
 
-    @tf.function(input_signature=[xs, ys])
+    @tf.function(input_signature=[xs, ys], autograph=False)
     def grads(bx: tf.Tensor, by: tf.Tensor) -> list[tf.Tensor]:
         with tf.GradientTape() as tape:
             loss = tf.reduce_sum(tf.square(model(bx) - by)) / tf.cast(tf.size(by), by.dtype)

@@ -34,10 +34,14 @@ class Trainer:
         # XLA fuses a step's passes over the rows into a few loops (runtime.use_xla: long
         # steps gain a third or more, short ones lose). The allreduce stays outside it.
         self._share = self._compiled_share if xla else self._plain_share
-        self._fused = tf.function(self._share_and_grads, jit_compile=True)
-        self._steps = tf.function(self._updates, input_signature=[xs, ys, scalar, count])
+        # autograph=False: the loops and branches are written as tf.while_loop / tf.cond, and
+        # AutoGraph's source rewriting of everything called (Horovod's tape included) cost
+        # ~5 s of every rank's start-up.
+        self._fused = tf.function(self._share_and_grads, jit_compile=True, autograph=False)
+        self._steps = tf.function(self._updates, input_signature=[xs, ys, scalar, count],
+                                  autograph=False)
         self._sq_sum = tf.function(self._squared_error, input_signature=[xs, ys],
-                                   jit_compile=xla)
+                                   jit_compile=xla, autograph=False)
         # Trace both now, so the first logged step times measure steps, not compilation.
         self._steps.get_concrete_function()
         self._sq_sum.get_concrete_function()
@@ -83,21 +87,24 @@ class Trainer:
         # Every rank holds the same combined gradient, so every rank decides alike: a NaN/inf
         # anywhere stops all of them at the same step, with the weights of the step before.
         finite = tf.reduce_all([tf.reduce_all(tf.math.is_finite(g)) for g in grads])
-        if finite:
+
+        def apply() -> tf.Tensor:
             self.opt.apply(grads)
-        return finite
+            return tf.constant(True)
+        return tf.cond(finite, apply, lambda: tf.constant(False))
 
     def _updates(self, xs: tf.Tensor, ys: tf.Tensor, scale: tf.Tensor,
                  count: tf.Tensor) -> tf.Tensor:
         """Up to `count` updates in one call (a compiled loop); returns how many were finite."""
         # One call per step costs ~0.1-0.2 ms of Python and dispatch, as much as the seed step
         # itself: a full-batch run does its steps between two logs in one call instead.
-        done = tf.constant(0)
-        ok = tf.constant(True)
-        while ok and done < count:
+        def more(done: tf.Tensor, ok: tf.Tensor) -> tf.Tensor:
+            return tf.logical_and(ok, done < count)
+
+        def step(done: tf.Tensor, ok: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
             ok = self._update(xs, ys, scale)
-            if ok:
-                done += 1
+            return done + tf.cast(ok, tf.int32), ok
+        done, _ = tf.while_loop(more, step, (tf.constant(0), tf.constant(True)))
         return done
 
     def advance(self, k: int, count: int) -> int:
