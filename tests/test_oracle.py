@@ -29,8 +29,9 @@ def hvd_single():
     return distributed.start(work=0)
 
 
+@pytest.mark.parametrize("xla", [False, True])
 @pytest.mark.parametrize("n", [50, 7, 1])
-def test_tensorflow_step_matches_oracle(hvd_single, n: int) -> None:
+def test_tensorflow_step_matches_oracle(hvd_single, n: int, xla: bool) -> None:
     from dptrain.batches import Schedule
     from dptrain.data import parabola_shard
     from dptrain.model import MLP
@@ -41,7 +42,7 @@ def test_tensorflow_step_matches_oracle(hvd_single, n: int) -> None:
         model = MLP(p)
         opt = Optimizer(model.weights, model.names, Hyper("sgd", 0.01))
         x, y = parabola_shard(n, 1, 0)
-        return Trainer(model, opt, x, y, n, Schedule(n, 1, 0, n, n, 0, False))
+        return Trainer(model, opt, x, y, n, Schedule(n, 1, 0, n, n, 0, False), xla)
 
     p = oracle.draw_params(5, n)
     t = trainer(p)
@@ -66,7 +67,8 @@ def test_tensorflow_step_matches_oracle(hvd_single, n: int) -> None:
     np.testing.assert_allclose(many.full_loss(), want[-1], rtol=1e-10, atol=1e-12 * want[0])
 
 
-def test_non_finite_gradient_stops_before_the_update(hvd_single) -> None:
+@pytest.mark.parametrize("xla", [False, True])
+def test_non_finite_gradient_stops_before_the_update(hvd_single, xla: bool) -> None:
     """A NaN in the rows makes the combined gradient NaN: no update is applied from there on."""
     from dptrain.batches import Schedule
     from dptrain.model import MLP
@@ -77,7 +79,7 @@ def test_non_finite_gradient_stops_before_the_update(hvd_single) -> None:
     model = MLP(p)
     x = np.array([[0.5], [np.nan], [1.0]])
     t = Trainer(model, Optimizer(model.weights, model.names, Hyper("sgd", 0.01)), x, x * x, 3,
-                Schedule(3, 1, 0, 3, 3, 0, False))
+                Schedule(3, 1, 0, 3, 3, 0, False), xla)
     assert t.advance(0, 50) == 0
     for k, v in model.params().items():
         np.testing.assert_array_equal(v, p[k])
