@@ -1,6 +1,7 @@
 """The alternative: tf.distribute.MultiWorkerMirroredStrategy (RING collectives), one worker per
 process, TF_CONFIG set by bench/compare.py; the same step, gradients summed by all_reduce.
---xla compiles the loss with XLA the way train.py's --xla does (the all_reduce stays outside)."""
+--xla compiles the loss and its gradient into one XLA cluster, as train.py's --xla does (the
+all_reduce stays outside)."""
 from __future__ import annotations
 
 import json
@@ -27,14 +28,17 @@ def main() -> None:
     def sq_sum() -> tf.Tensor:
         return tf.reduce_sum(tf.square(tf.tanh(x @ w[0] + w[1]) @ w[2] + w[3] - y))
 
-    if a.xla:
-        sq_sum = tf.function(sq_sum, jit_compile=True)
-
-    def replica_step() -> None:
+    def local_grads() -> list[tf.Tensor]:
         with tf.GradientTape() as tape:
             share = sq_sum() / a.n_points  # this worker's share of the full-data MSE
-        grads = tape.gradient(share, w)
-        grads = tf.distribute.get_replica_context().all_reduce("sum", grads)
+        return tape.gradient(share, w)
+
+    if a.xla:  # value and gradient in one XLA cluster, as train.py's --xla
+        sq_sum = tf.function(sq_sum, jit_compile=True)
+        local_grads = tf.function(local_grads, jit_compile=True)
+
+    def replica_step() -> None:
+        grads = tf.distribute.get_replica_context().all_reduce("sum", local_grads())
         for v, g in zip(w, grads):
             v.assign_sub(common.LR * g)
 
