@@ -1,6 +1,6 @@
 # make run   - set up if needed, then train the seed job on 4 ranks with horovodrun
 # make test  - set up if needed, then run the test suite
-# make bench - set up if needed, then bench/compare.py and bench/timeline.py (about 8 min)
+# make bench - set up if needed, then bench/compare.py and bench/timeline.py (about 6 min)
 # make setup - system MPI + .venv + Horovod (idempotent; scripts/setup.sh)
 VENV ?= .venv
 NP ?= 4

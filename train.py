@@ -116,7 +116,7 @@ def train(config: cli.Config, widths: tuple[int, ...], work: int) -> None:
         config.data, config.target, config.n_points, world.size, world.rank))
     schedule = Schedule(shard.n_total, world.size, world.rank, len(shard.x),
                         config.batch_size or shard.n_total, config.seed, config.shuffle)
-    steps = config.steps if config.steps is not None else config.epochs * schedule.steps_per_epoch
+    steps = config.total_steps(schedule.steps_per_epoch)
 
     params, slots, start, reporter = distributed.agree(
         world, lambda: start_state(config, world, widths, hosts, steps))

@@ -53,6 +53,10 @@ class Config:
         """JSON-ready view."""
         return asdict(self) | {"hidden": list(self.hidden)}
 
+    def total_steps(self, steps_per_epoch: int) -> int:
+        """The run's length in updates: --steps, or --epochs of steps_per_epoch each."""
+        return self.steps if self.steps is not None else self.epochs * steps_per_epoch
+
 
 class _Parser(argparse.ArgumentParser):
     """argparse that speaks from rank 0 only, so P ranks do not print P copies."""

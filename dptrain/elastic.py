@@ -56,7 +56,7 @@ class Run:
 
     def __init__(self, config, model: MLP, opt: Optimizer, xla: bool):
         self.config, self.model, self.opt, self.xla = config, model, opt, xla
-        self.steps = config.steps if config.steps is not None else config.epochs  # 1 batch/epoch
+        self.steps = config.total_steps(1)  # full batch: one step an epoch
         self.step = tf.Variable(0, dtype=tf.int64, trainable=False)
         self.state = State(model.weights + list(opt.slots.values()) + [self.step])
         self.reporter: Reporter | None = None  # opened by rank 0 at step 0, and only there

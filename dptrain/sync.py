@@ -37,7 +37,8 @@ class Trainer:
         # autograph=False: the loops and branches are written as tf.while_loop / tf.cond, and
         # AutoGraph's source rewriting of everything called (Horovod's tape included) cost
         # ~5 s of every rank's start-up.
-        self._fused = tf.function(self._share_and_grads, jit_compile=True, autograph=False)
+        self._fused = tf.function(self._share_and_grads, jit_compile=True,
+                                  autograph=False) if xla else None
         self._steps = tf.function(self._updates, input_signature=[xs, ys, scalar, count],
                                   autograph=False)
         self._sq_sum = tf.function(self._squared_error, input_signature=[xs, ys],
