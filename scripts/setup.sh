@@ -1,16 +1,20 @@
 #!/usr/bin/env bash
-# One-command set-up: system MPI, .venv with the pins of requirements.txt, Horovod built with
-# TensorFlow + MPI + Gloo (or taken from the wheel cache), verified by `horovodrun --check-build`.
-# Re-running is a no-op once the stamp matches. Knobs: PYTHON, VENV, DPTRAIN_CACHE, APT_EXTRA.
+# One-command set-up: system MPI, .venv with the pins of requirements.txt, Horovod built from its
+# sdist with third_party/horovod/patches/ applied (TensorFlow + MPI + Gloo; or taken from the
+# wheel cache), verified by `horovodrun --check-build`. Re-running is a no-op once the stamp
+# matches. Knobs: PYTHON, VENV, DPTRAIN_CACHE, APT_EXTRA.
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-PYTHON=${PYTHON:-python3.11}
 VENV=${VENV:-$ROOT/.venv}
 CACHE=${DPTRAIN_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/dptrain}
 REQS=$ROOT/requirements.txt
-# Extra Debian packages a caller needs (the tests add Slurm, munge, sshd).
-read -r -a APT_PKGS <<<"libopenmpi-dev openmpi-bin ${APT_EXTRA:-}"
+PATCHES=$ROOT/third_party/horovod/patches
+SUPPORTED_PYTHONS=(3.13 3.12 3.11)  # newest first: the order a python3.X is looked for
+# Debian packages: Open MPI, Debian's own Python (3.11 on Debian 12, 3.13 on 13) with venv and
+# headers, and what building Horovod and mpi4py needs; a caller adds more (the tests: Slurm,
+# munge, sshd).
+read -r -a APT_PKGS <<<"libopenmpi-dev openmpi-bin python3 python3-venv python3-dev g++ cmake patch ${APT_EXTRA:-}"
 # A conda environment (VENV=$CONDA_PREFIX) brings its own Open MPI.
 [ -x "$VENV/bin/mpicc" ] && read -r -a APT_PKGS <<<"${APT_EXTRA:-}"
 HVD_ENV=(HOROVOD_WITH_TENSORFLOW=1 HOROVOD_WITH_MPI=1 HOROVOD_WITH_GLOO=1
@@ -18,6 +22,42 @@ HVD_ENV=(HOROVOD_WITH_TENSORFLOW=1 HOROVOD_WITH_MPI=1 HOROVOD_WITH_GLOO=1
 
 log() { echo "setup: $*" >&2; }
 die() { echo "setup: error: $*" >&2; exit 1; }
+unsupported() { echo "setup: error: $*" >&2; exit 2; }
+
+python_version() {  # python_version EXE -> "3.X", or nothing when EXE does not run
+    "$1" -c 'import sys; print("%d.%d" % sys.version_info[:2])' 2>/dev/null || true
+}
+
+is_supported() { [[ " ${SUPPORTED_PYTHONS[*]} " == *" $1 "* ]]; }
+
+choose_python() {  # PYTHON if set, else the system python3 if supported, else the newest python3.X
+    local v exe
+    if [ -n "${PYTHON:-}" ]; then
+        v=$(python_version "$PYTHON")
+        is_supported "$v" || unsupported "PYTHON=$PYTHON is Python ${v:-?}; supported: Python ${SUPPORTED_PYTHONS[*]}"
+        return 0
+    fi
+    v=$(python_version python3)
+    if is_supported "$v"; then PYTHON=python3; return 0; fi
+    for v in "${SUPPORTED_PYTHONS[@]}"; do
+        exe=python$v
+        if [ "$(python_version "$exe")" = "$v" ]; then PYTHON=$exe; return 0; fi
+    done
+    unsupported "no supported Python found (python3 is ${v:-missing}); supported: Python ${SUPPORTED_PYTHONS[*]} (set PYTHON=/path/to/python3.X)"
+}
+
+check_os() {  # Debian 12 and 13 are tested; other apt systems are tried with a warning
+    local id="" version=""
+    [ -r /etc/os-release ] && { id=$(. /etc/os-release; echo "${ID:-}"); version=$(. /etc/os-release; echo "${VERSION_ID:-}"); }
+    [ "${#APT_PKGS[@]}" -eq 0 ] && return 0  # conda brings everything but Python's packages
+    command -v dpkg-query >/dev/null ||
+        unsupported "unsupported OS '${id:-unknown}': this set-up needs Debian 12 or 13 (apt), or conda (environment.yml)"
+    case "$id $version" in
+        "debian 12"|"debian 13") ;;
+        debian\ *) unsupported "unsupported OS 'Debian $version': supported are Debian 12 and 13" ;;
+        *) log "warning: tested on Debian 12 and 13 only, not on '$id $version'" ;;
+    esac
+}
 
 pin() {  # pin NAME -> the version requirements.txt pins
     sed -n "s/^$1==\([^ ]*\).*/\1/p" "$REQS"
@@ -38,27 +78,52 @@ ensure_system_packages() {
     apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 }
 
-stamp_key() {  # everything whose change must trigger a re-run
-    { cat "$REQS" "${BASH_SOURCE[0]}"; "$PYTHON" -V; } | sha256sum | cut -c1-16
+patch_series_hash() {  # the patch series' names and contents
+    (cd "$PATCHES" && sha256sum ./*.patch) | sha256sum | cut -c1-16
 }
 
-horovod_wheel_key() {  # the versions and build flags a Horovod binary depends on
-    { echo "horovod==$(pin horovod) tensorflow-cpu==$(pin tensorflow-cpu)"
+stamp_key() {  # everything whose change must trigger a re-run
+    { cat "$REQS" "${BASH_SOURCE[0]}"; "$PYTHON" -V; patch_series_hash; } | sha256sum | cut -c1-16
+}
+
+horovod_wheel_key() {  # the versions, patches and build flags a Horovod binary depends on
+    { echo "horovod==$(pin horovod) tensorflow-cpu==$(pin tensorflow-cpu)"; patch_series_hash
       printf '%s\n' "${HVD_ENV[@]}"; "$PYTHON" -V; uname -m
       mpirun --version 2>&1 | head -n1; c++ --version | head -n1; } | sha256sum | cut -c1-16
 }
 
+patched_sdist() {  # patched_sdist DIR -> Horovod's pinned sdist unpacked in DIR/src, patched
+    local dir=$1 p
+    "$VENV/bin/pip" download -q --no-deps --no-binary :all: --no-build-isolation -d "$dir" \
+        "horovod==$(pin horovod)"
+    mkdir "$dir/src"
+    tar -xzf "$dir"/horovod-*.tar.gz -C "$dir/src" --strip-components=1
+    for p in "$PATCHES"/*.patch; do
+        patch -d "$dir/src" -p1 --forward --batch --quiet <"$p" >"$dir/patch.log" 2>&1 ||
+            die "patch $(basename "$p") does not apply to horovod==$(pin horovod) ($(head -n1 "$dir/patch.log"))"
+    done
+}
+
+build_horovod() {  # build_horovod OUTDIR: the patched wheel into OUTDIR; the log beside it
+    local tmp log=$1/build.log first
+    tmp=$(mktemp -d)
+    patched_sdist "$tmp"
+    log "building Horovod $(pin horovod) with $(ls "$PATCHES" | wc -l) patches (a few minutes; log: $log)"
+    mkdir -p "$1"
+    if ! env "${HVD_ENV[@]}" TF_CPP_MIN_LOG_LEVEL=3 MAKEFLAGS="-j$(nproc)" "$VENV/bin/pip" wheel -v \
+            --no-build-isolation --no-deps --no-cache-dir -w "$tmp/whl" "$tmp/src" >"$log" 2>&1; then
+        first=$(grep -m1 -E 'error:|Error [0-9]|CMake Error' "$log" || tail -n1 "$log")
+        die "building Horovod failed: ${first#"${first%%[![:space:]]*}"} (full log: $log)"
+    fi
+    mv "$tmp"/whl/horovod-*.whl "$1"/ && rm -rf "$tmp"
+}
+
 install_horovod() {
-    local dir wheel tmp
+    local dir wheel
     dir="$CACHE/horovod-$(pin horovod)-$(horovod_wheel_key)"
     wheel=$(ls "$dir"/horovod-*.whl 2>/dev/null | head -n1 || true)
     if [ -z "$wheel" ]; then
-        log "building Horovod $(pin horovod) (a few minutes; cached in $dir)"
-        tmp=$(mktemp -d)
-        env "${HVD_ENV[@]}" TF_CPP_MIN_LOG_LEVEL=3 MAKEFLAGS="-j$(nproc)" "$VENV/bin/pip" wheel -q --no-build-isolation \
-            --no-deps --no-cache-dir -w "$tmp" "horovod==$(pin horovod)"
-        mkdir -p "$dir"
-        mv "$tmp"/horovod-*.whl "$dir"/ && rm -rf "$tmp"
+        build_horovod "$dir"
         wheel=$(ls "$dir"/horovod-*.whl | head -n1)
     else
         log "reusing cached Horovod wheel $wheel"
@@ -76,13 +141,18 @@ check_build() {  # TensorFlow, MPI and Gloo must all show as built in
 }
 
 main() {
+    check_os
     ensure_system_packages
-    command -v "$PYTHON" >/dev/null || die "$PYTHON not found (set PYTHON=/path/to/python3.11)"
+    choose_python
     local key; key=$(stamp_key)
     if [ -f "$VENV/.setup-stamp" ] && [ "$(cat "$VENV/.setup-stamp")" = "$key" ]; then
         log "up to date ($VENV)"; return 0
     fi
-    [ -x "$VENV/bin/python" ] || "$PYTHON" -m venv "$VENV"
+    log "using $PYTHON ($("$PYTHON" -V 2>&1))"
+    # A venv of another Python (an older set-up, or PYTHON changed) is made anew.
+    if [ "$(python_version "$VENV/bin/python")" != "$(python_version "$PYTHON")" ]; then
+        "$PYTHON" -m venv --clear "$VENV"
+    fi
     "$VENV/bin/pip" install -q --upgrade "pip==24.3.1"
     # Everything but Horovod first: its build imports TensorFlow from this venv.
     grep -v '^horovod==' "$REQS" >"$VENV/requirements-no-horovod.txt"
