@@ -1,12 +1,14 @@
 # make run   - set up if needed, then train the seed job on 4 ranks with horovodrun
 # make test  - set up if needed, then run the test suite
 # make bench - set up if needed, then bench/compare.py and bench/timeline.py (about 6 min)
-# make setup - system MPI + .venv + Horovod (idempotent; scripts/setup.sh)
+# make setup - system MPI + .venv + patched Horovod (idempotent; scripts/setup.sh)
+# make horovod-tests HOROVOD_TESTS=DIR - Horovod's own TensorFlow suite against our build
+# make debian13-check - the set-up and the seed job in a fresh Debian 13 root (root only)
 VENV ?= .venv
 NP ?= 4
 export TF_CPP_MIN_LOG_LEVEL ?= 2
 
-.PHONY: setup run test bench clean
+.PHONY: setup run test bench clean horovod-tests debian13-check
 
 setup:
 	bash scripts/setup.sh
@@ -21,6 +23,13 @@ PYTEST_ARGS ?= -n 2 --dist loadfile
 test:
 	APT_EXTRA="slurm-wlm munge openssh-server" bash scripts/setup.sh
 	$(VENV)/bin/python -m pytest tests $(PYTEST_ARGS)
+
+HOROVOD_TESTS ?= ../shared/horovod-tests-v0.28.1
+horovod-tests: setup
+	bash scripts/horovod_tests.sh $(HOROVOD_TESTS)
+
+debian13-check: setup
+	bash scripts/debian13_check.sh
 
 bench: setup
 	$(VENV)/bin/python bench/compare.py $(ARGS)

@@ -67,7 +67,9 @@ def job_env(extra: dict | None = None) -> dict:
     env = dict(os.environ)
     env["PATH"] = f"{BIN}:{env.get('PATH', '')}"
     env.update(OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
-               OMPI_MCA_rmaps_base_oversubscribe="1", TF_CPP_MIN_LOG_LEVEL="2",
+               # more ranks than cores: Open MPI 4 reads the first, Open MPI 5 (PRRTE) the second
+               OMPI_MCA_rmaps_base_oversubscribe="1",
+               PRTE_MCA_rmaps_default_mapping_policy=":oversubscribe", TF_CPP_MIN_LOG_LEVEL="2",
                PYTHONUNBUFFERED="1")
     env.update(extra or {})
     return env

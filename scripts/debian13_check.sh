@@ -1,0 +1,102 @@
+#!/usr/bin/env bash
+# A new user on Debian 13 (trixie): build a minimal Debian 13 root with debootstrap, clone this
+# repository's HEAD into it, run the README's set-up there, train the seed job on 2 ranks
+# (mpirun and horovodrun) and check that its losses equal this machine's.
+#   bash scripts/debian13_check.sh          (make debian13-check; root, Debian host)
+# The root and its caches (apt, pip, the Horovod wheel) stay in DEB13_DIR, so a rerun takes
+# minutes; `rm -rf` it to start from nothing. Knobs: DEB13_DIR, TIMEOUT.
+set -euo pipefail
+
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+DEB13_DIR=${DEB13_DIR:-/var/cache/dptrain-debian13}
+TIMEOUT=${TIMEOUT:-3600}
+CHROOT=$DEB13_DIR/root
+log() { echo "debian13-check: $*" >&2; }
+die() { echo "debian13-check: error: $*" >&2; exit 1; }
+
+[ "$(id -u)" -eq 0 ] || die "needs root (debootstrap, chroot, mounts)"
+command -v debootstrap >/dev/null || die "debootstrap not found (apt-get install debootstrap)"
+
+make_root() {  # a minimal trixie root from the mirror this host's apt uses
+    local mirror
+    mirror=$(awk '/^URIs:/ {print $2; exit}' /etc/apt/sources.list.d/debian.sources 2>/dev/null ||
+             true)
+    [ -n "$mirror" ] || die "no Debian mirror found in /etc/apt/sources.list.d/debian.sources"
+    log "debootstrap trixie into $CHROOT (about 3 minutes)"
+    rm -rf "$CHROOT.partial"
+    debootstrap --variant=minbase --include=ca-certificates,git,make trixie \
+        "$CHROOT.partial" "$mirror" >"$DEB13_DIR/debootstrap.log" 2>&1 ||
+        die "debootstrap failed (log: $DEB13_DIR/debootstrap.log)"
+    mv "$CHROOT.partial" "$CHROOT"
+}
+
+copy_host_config() {  # how this host reaches the package registries, nothing else
+    local f
+    for f in /etc/resolv.conf /etc/ssl/certs/ca-certificates.crt /etc/pip.conf \
+             /etc/apt/apt.conf.d/99* /root/.config/pip/pip.conf; do
+        [ -e "$f" ] || continue
+        mkdir -p "$CHROOT$(dirname "$f")"
+        cp -L "$f" "$CHROOT$f"
+    done
+}
+
+mount_root() {
+    local d
+    for d in proc sys dev; do
+        mountpoint -q "$CHROOT/$d" || mount --rbind "/$d" "$CHROOT/$d"
+        mount --make-rslave "$CHROOT/$d"
+    done
+}
+
+unmount_root() {
+    local d
+    for d in dev sys proc; do
+        mountpoint -q "$CHROOT/$d" && umount -R "$CHROOT/$d" || true
+    done
+}
+
+compare() {  # compare HOST_METRICS ROOT_METRICS RTOL: every logged loss within RTOL (0: equal)
+    python3 - "$@" <<'PY'
+import json, sys
+def losses(path):
+    return [json.loads(line)["loss"] for line in open(path) if line.strip()]
+host, root, rtol = losses(sys.argv[1]), losses(sys.argv[2]), float(sys.argv[3])
+gap = max(abs(a - b) / abs(a) for a, b in zip(host, root)) if len(host) == len(root) else None
+if gap is None or gap > rtol:
+    sys.exit(f"{sys.argv[2]}: {len(root)} losses, largest relative gap {gap} > {rtol}")
+print(f"{len(root)} losses, largest relative gap {gap:.1e}")
+PY
+}
+
+main() {
+    mkdir -p "$DEB13_DIR"
+    [ -x "$CHROOT/usr/bin/apt-get" ] || make_root
+    copy_host_config
+    rm -rf "$CHROOT/root/dptrain"
+    git clone -q --no-local "$ROOT" "$CHROOT/root/dptrain"
+    trap unmount_root EXIT
+    mount_root
+    log "set-up and seed job inside Debian 13 (log: $DEB13_DIR/run.log)"
+    local t0=$SECONDS
+    timeout -k 30 "$TIMEOUT" chroot "$CHROOT" /usr/bin/env -i HOME=/root TERM=dumb \
+        PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin bash -euo pipefail -c '
+        cd /root/dptrain
+        . /etc/os-release; echo "inside: $PRETTY_NAME"
+        time make setup
+        .venv/bin/python -V; mpirun --version | head -n1
+        time .venv/bin/python train.py --metrics /tmp/single.jsonl >/dev/null
+        time mpirun --allow-run-as-root --oversubscribe -np 2 .venv/bin/python train.py \
+            --metrics /tmp/mpirun.jsonl >/dev/null
+        time .venv/bin/horovodrun -np 2 .venv/bin/python train.py --metrics /tmp/horovodrun.jsonl >/dev/null
+        ' >"$DEB13_DIR/run.log" 2>&1 || { tail -n 20 "$DEB13_DIR/run.log" >&2; die "the run inside Debian 13 failed (log: $DEB13_DIR/run.log)"; }
+    log "inside Debian 13: $((SECONDS - t0)) s; $(grep -m1 inside: "$DEB13_DIR/run.log")"
+    "$ROOT/.venv/bin/python" "$ROOT/train.py" --metrics "$DEB13_DIR/host.jsonl" >/dev/null
+    # One process: the same libraries on the same processor give the same bits. Two ranks sum
+    # the shares in another order: float64 rounding, far below 1e-12 relative.
+    log "single: $(compare "$DEB13_DIR/host.jsonl" "$CHROOT/tmp/single.jsonl" 0)"
+    log "mpirun -np 2: $(compare "$DEB13_DIR/host.jsonl" "$CHROOT/tmp/mpirun.jsonl" 1e-12)"
+    log "horovodrun -np 2: $(compare "$DEB13_DIR/host.jsonl" "$CHROOT/tmp/horovodrun.jsonl" 1e-12)"
+    log "ok: the seed job in Debian 13 equals this host's"
+}
+
+main "$@"
