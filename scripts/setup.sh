@@ -34,7 +34,8 @@ choose_python() {  # PYTHON if set, else the system python3 if supported, else t
     local v exe
     if [ -n "${PYTHON:-}" ]; then
         v=$(python_version "$PYTHON")
-        is_supported "$v" || unsupported "PYTHON=$PYTHON is Python ${v:-?}; supported: Python ${SUPPORTED_PYTHONS[*]}"
+        [ -n "$v" ] || unsupported "PYTHON=$PYTHON does not run; supported: Python ${SUPPORTED_PYTHONS[*]}"
+        is_supported "$v" || unsupported "PYTHON=$PYTHON is Python $v; supported: Python ${SUPPORTED_PYTHONS[*]}"
         return 0
     fi
     v=$(python_version python3)
@@ -141,6 +142,8 @@ check_build() {  # TensorFlow, MPI and Gloo must all show as built in
 }
 
 main() {
+    # A PYTHON given is checked before anything is installed; else apt may bring python3 first.
+    [ -n "${PYTHON:-}" ] && choose_python
     check_os
     ensure_system_packages
     choose_python

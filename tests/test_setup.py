@@ -31,3 +31,31 @@ def test_unprivileged_user_is_told_which_packages_to_install(tmp_path) -> None:
         "setup: error: missing system packages: dptrain-no-such-package "
         "(run: sudo apt-get install -y dptrain-no-such-package)")
     assert not (tmp_path / "venv").exists()
+
+
+def test_unsupported_python_is_refused_before_anything_is_made(tmp_path) -> None:
+    old = tmp_path / "python3.10"  # answers the version query as a Python 3.10 would
+    old.write_text("#!/bin/sh\necho 3.10\n")
+    old.chmod(0o755)
+    res = run(["bash", SETUP], env={"PYTHON": str(old), "VENV": str(tmp_path / "venv")},
+              timeout=60)
+    assert res.rc == 2
+    assert res.stderr.strip().splitlines() == [
+        f"setup: error: PYTHON={old} is Python 3.10; supported: Python 3.13 3.12 3.11"]
+    assert not (tmp_path / "venv").exists()
+
+
+def test_a_patch_that_no_longer_applies_stops_the_build_naming_it(tmp_path) -> None:
+    """A copy of the repository whose series has a patch for a file the sdist lacks."""
+    repo = tmp_path / "repo"
+    shutil.copytree(ROOT / "scripts", repo / "scripts")
+    shutil.copytree(ROOT / "third_party", repo / "third_party")
+    shutil.copy(ROOT / "requirements.txt", repo / "requirements.txt")
+    (repo / "third_party/horovod/patches/0099-stale.patch").write_text(
+        "--- a/horovod/no_such_file.py\n+++ b/horovod/no_such_file.py\n@@ -1 +1 @@\n-a\n+b\n")
+    res = run(["bash", str(repo / "scripts/setup.sh")],
+              env={"VENV": str(ROOT / ".venv"), "DPTRAIN_CACHE": str(tmp_path / "cache")},
+              timeout=600)
+    assert res.rc == 1
+    assert res.stderr.strip().splitlines()[-1].startswith(
+        "setup: error: patch 0099-stale.patch does not apply to horovod==0.28.1"), res.stderr
