@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # A new user on Debian 13 (trixie): build a minimal Debian 13 root with debootstrap, clone this
 # repository's HEAD into it, run the README's set-up there, train the seed job on 2 ranks
-# (mpirun and horovodrun) and check that its losses equal this machine's.
+# (mpirun, horovodrun over MPI and over Gloo) and check that its losses equal this machine's.
 #   bash scripts/debian13_check.sh          (make debian13-check; root, Debian host)
 # The root and its caches (apt, pip, the Horovod wheel) stay in DEB13_DIR, so a rerun takes
 # minutes; `rm -rf` it to start from nothing. Knobs: DEB13_DIR, TIMEOUT.
@@ -88,6 +88,7 @@ main() {
         time mpirun --allow-run-as-root --oversubscribe -np 2 .venv/bin/python train.py \
             --metrics /tmp/mpirun.jsonl >/dev/null
         time .venv/bin/horovodrun -np 2 .venv/bin/python train.py --metrics /tmp/horovodrun.jsonl >/dev/null
+        time .venv/bin/horovodrun --gloo -np 2 .venv/bin/python train.py --metrics /tmp/gloo.jsonl >/dev/null
         ' >"$DEB13_DIR/run.log" 2>&1 || { tail -n 20 "$DEB13_DIR/run.log" >&2; die "the run inside Debian 13 failed (log: $DEB13_DIR/run.log)"; }
     log "inside Debian 13: $((SECONDS - t0)) s; $(grep -m1 inside: "$DEB13_DIR/run.log")"
     "$ROOT/.venv/bin/python" "$ROOT/train.py" --metrics "$DEB13_DIR/host.jsonl" >/dev/null
@@ -96,6 +97,7 @@ main() {
     log "single: $(compare "$DEB13_DIR/host.jsonl" "$CHROOT/tmp/single.jsonl" 0)"
     log "mpirun -np 2: $(compare "$DEB13_DIR/host.jsonl" "$CHROOT/tmp/mpirun.jsonl" 1e-12)"
     log "horovodrun -np 2: $(compare "$DEB13_DIR/host.jsonl" "$CHROOT/tmp/horovodrun.jsonl" 1e-12)"
+    log "horovodrun --gloo -np 2: $(compare "$DEB13_DIR/host.jsonl" "$CHROOT/tmp/gloo.jsonl" 1e-12)"
     log "ok: the seed job in Debian 13 equals this host's"
 }
 
