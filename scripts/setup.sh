@@ -38,13 +38,13 @@ choose_python() {  # PYTHON if set, else the system python3 if supported, else t
         is_supported "$v" || unsupported "PYTHON=$PYTHON is Python $v; supported: Python ${SUPPORTED_PYTHONS[*]}"
         return 0
     fi
-    v=$(python_version python3)
-    if is_supported "$v"; then PYTHON=python3; return 0; fi
+    local system; system=$(python_version python3)
+    if is_supported "$system"; then PYTHON=python3; return 0; fi
     for v in "${SUPPORTED_PYTHONS[@]}"; do
         exe=python$v
         if [ "$(python_version "$exe")" = "$v" ]; then PYTHON=$exe; return 0; fi
     done
-    unsupported "no supported Python found (python3 is ${v:-missing}); supported: Python ${SUPPORTED_PYTHONS[*]} (set PYTHON=/path/to/python3.X)"
+    unsupported "no supported Python found (python3 is ${system:-missing}); supported: Python ${SUPPORTED_PYTHONS[*]} (set PYTHON=/path/to/python3.X)"
 }
 
 check_os() {  # Debian 12 and 13 are tested; other apt systems are tried with a warning
