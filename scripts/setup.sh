@@ -48,9 +48,9 @@ choose_python() {  # PYTHON if set, else the system python3 if supported, else t
 }
 
 check_os() {  # Debian 12 and 13 are tested; other apt systems are tried with a warning
-    local id="" version=""
-    [ -r /etc/os-release ] && { id=$(. /etc/os-release; echo "${ID:-}"); version=$(. /etc/os-release; echo "${VERSION_ID:-}"); }
     [ "${#APT_PKGS[@]}" -eq 0 ] && return 0  # conda brings everything but Python's packages
+    local id="" version=""
+    [ -r /etc/os-release ] && read -r id version < <(. /etc/os-release; echo "${ID:-} ${VERSION_ID:-}")
     command -v dpkg-query >/dev/null ||
         unsupported "unsupported OS '${id:-unknown}': this set-up needs Debian 12 or 13 (apt), or conda (environment.yml)"
     case "$id $version" in
