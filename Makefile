@@ -16,12 +16,12 @@ setup:
 run: setup
 	$(VENV)/bin/horovodrun -np $(NP) $(VENV)/bin/python train.py $(ARGS)
 
-# The tests also need a real Slurm (slurm-wlm, munge) and sshd for the two-host runs.
+# The tests also need a real Slurm (slurm-wlm, munge), and sshd and iproute2 for the two-host runs.
 # Two pytest workers, one test file each at a time: most tests wait on process start-up,
 # so two overlap well on two cores (one file's module fixtures stay in one worker).
 PYTEST_ARGS ?= -n 2 --dist loadfile
 test:
-	APT_EXTRA="slurm-wlm munge openssh-server" bash scripts/setup.sh
+	APT_EXTRA="slurm-wlm munge openssh-server iproute2" bash scripts/setup.sh
 	$(VENV)/bin/python -m pytest tests $(PYTEST_ARGS)
 
 HOROVOD_TESTS ?= ../shared/horovod-tests-v0.28.1

@@ -32,7 +32,7 @@ def missing_reason() -> str | None:
     absent = [t for t in TOOLS if shutil.which(t) is None] + (
         [] if Path("/usr/sbin/sshd").exists() else ["sshd"])
     if absent:
-        return f"not installed: {', '.join(absent)} (make setup installs openssh-server)"
+        return f"not installed: {', '.join(absent)} (make test installs openssh-server and iproute2)"
     probe = sh("ip", "netns", "add", "dpt-probe", check=False)
     if probe.returncode != 0:
         return f"ip netns add refused: {probe.stderr.strip()}"

@@ -3,12 +3,22 @@ from __future__ import annotations
 
 import os
 import shutil
+import tempfile
+from pathlib import Path
 
 import pytest
 
 from conftest import ROOT, run
 
 SETUP = str(ROOT / "scripts" / "setup.sh")
+
+
+def copy_setup(repo: Path) -> Path:
+    """The files scripts/setup.sh reads, copied to repo."""
+    shutil.copytree(ROOT / "scripts", repo / "scripts")
+    shutil.copytree(ROOT / "third_party", repo / "third_party")
+    shutil.copy(ROOT / "requirements.txt", repo / "requirements.txt")
+    return repo
 
 
 def test_rerun_is_a_no_op() -> None:
@@ -21,16 +31,26 @@ def test_rerun_is_a_no_op() -> None:
 
 @pytest.mark.skipif(os.geteuid() != 0 or shutil.which("setpriv") is None,
                     reason="needs root to become an unprivileged user")
-def test_unprivileged_user_is_told_which_packages_to_install(tmp_path) -> None:
-    tmp_path.chmod(0o777)
-    res = run(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "bash", SETUP],
-              env={"APT_EXTRA": "dptrain-no-such-package", "VENV": str(tmp_path / "venv"),
-                   "HOME": str(tmp_path)}, timeout=60)
-    assert res.rc == 1
-    assert res.stderr.strip().splitlines()[-1] == (
-        "setup: error: missing system packages: dptrain-no-such-package "
-        "(run: sudo apt-get install -y dptrain-no-such-package)")
-    assert not (tmp_path / "venv").exists()
+def test_unprivileged_user_is_told_which_packages_to_install() -> None:
+    # A copy the user can reach: the checkout, like pytest's own temporary folders, may sit
+    # under a folder only root enters (root's home in the Debian 13 root).
+    top = Path(tempfile.mkdtemp(prefix="dptrain-setup-"))
+    try:
+        copy_setup(top / "copy")
+        for path in top.rglob("*"):
+            path.chmod(0o755)
+        top.chmod(0o777)  # the user could make its venv here: the set-up must not
+        res = run(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "bash",
+                   str(top / "copy" / "scripts" / "setup.sh")],
+                  env={"APT_EXTRA": "dptrain-no-such-package", "VENV": str(top / "venv"),
+                       "HOME": str(top)}, timeout=60)
+        assert res.rc == 1
+        assert res.stderr.strip().splitlines()[-1] == (
+            "setup: error: missing system packages: dptrain-no-such-package "
+            "(run: sudo apt-get install -y dptrain-no-such-package)")
+        assert not (top / "venv").exists()
+    finally:
+        shutil.rmtree(top)
 
 
 def test_unsupported_python_is_refused_before_anything_is_made(tmp_path) -> None:
@@ -47,10 +67,7 @@ def test_unsupported_python_is_refused_before_anything_is_made(tmp_path) -> None
 
 def test_a_patch_that_no_longer_applies_stops_the_build_naming_it(tmp_path) -> None:
     """A copy of the repository whose series has a patch for a file the sdist lacks."""
-    repo = tmp_path / "repo"
-    shutil.copytree(ROOT / "scripts", repo / "scripts")
-    shutil.copytree(ROOT / "third_party", repo / "third_party")
-    shutil.copy(ROOT / "requirements.txt", repo / "requirements.txt")
+    repo = copy_setup(tmp_path / "repo")
     (repo / "third_party/horovod/patches/0099-stale.patch").write_text(
         "--- a/horovod/no_such_file.py\n+++ b/horovod/no_such_file.py\n@@ -1 +1 @@\n-a\n+b\n")
     res = run(["bash", str(repo / "scripts/setup.sh")],
