@@ -3,7 +3,8 @@
 # make bench - set up if needed, then bench/compare.py and bench/timeline.py (about 6 min)
 # make setup - system MPI + .venv + patched Horovod (idempotent; scripts/setup.sh)
 # make horovod-tests HOROVOD_TESTS=DIR - Horovod's own TensorFlow suite against our build
-# make debian13-check - the set-up and the seed job in a fresh Debian 13 root (root only)
+# make debian13-check - the set-up and the seed job in a fresh Debian 13 root (root only;
+#   DEB13_SUITE=1 also runs make test there)
 VENV ?= .venv
 NP ?= 4
 export TF_CPP_MIN_LOG_LEVEL ?= 2

@@ -4,7 +4,8 @@
 # (mpirun, horovodrun over MPI and over Gloo) and check that its losses equal this machine's.
 #   bash scripts/debian13_check.sh          (make debian13-check; root, Debian host)
 # The root and its caches (apt, pip, the Horovod wheel) stay in DEB13_DIR, so a rerun takes
-# minutes; `rm -rf` it to start from nothing. Knobs: DEB13_DIR, TIMEOUT.
+# minutes; `rm -rf` it to start from nothing. DEB13_SUITE=1 also runs `make test` in the
+# root (about 10 minutes). Knobs: DEB13_DIR, DEB13_SUITE, TIMEOUT.
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -40,19 +41,24 @@ copy_host_config() {  # how this host reaches the package registries, nothing el
     done
 }
 
-mount_root() {
+mount_root() {  # the root on itself first: `ip netns` (the two-host tests) needs / a mount
     local d
+    mountpoint -q "$CHROOT" || { mount --bind "$CHROOT" "$CHROOT" && mount --make-private "$CHROOT"; }
     for d in proc sys dev; do
         mountpoint -q "$CHROOT/$d" || mount --rbind "/$d" "$CHROOT/$d"
         mount --make-rslave "$CHROOT/$d"
     done
 }
 
-unmount_root() {
-    local d
-    for d in dev sys proc; do
-        mountpoint -q "$CHROOT/$d" && umount -R "$CHROOT/$d" || true
-    done
+unmount_root() {  # everything mounted under the root, the root itself last
+    if mountpoint -q "$CHROOT"; then umount -R "$CHROOT"; fi
+}
+
+in_root() {  # in_root LOG SCRIPT: run SCRIPT with bash inside the root, as a fresh login would
+    timeout -k 30 "$TIMEOUT" chroot "$CHROOT" /usr/bin/env -i HOME=/root TERM=dumb \
+        PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
+        bash -euo pipefail -c "$2" >"$1" 2>&1 ||
+        { tail -n 20 "$1" >&2; die "the run inside Debian 13 failed (log: $1)"; }
 }
 
 compare() {  # compare HOST_METRICS ROOT_METRICS RTOL: every logged loss within RTOL (0: equal)
@@ -78,8 +84,7 @@ main() {
     mount_root
     log "set-up and seed job inside Debian 13 (log: $DEB13_DIR/run.log)"
     local t0=$SECONDS
-    timeout -k 30 "$TIMEOUT" chroot "$CHROOT" /usr/bin/env -i HOME=/root TERM=dumb \
-        PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin bash -euo pipefail -c '
+    in_root "$DEB13_DIR/run.log" '
         cd /root/dptrain
         . /etc/os-release; echo "inside: $PRETTY_NAME"
         time make setup
@@ -89,7 +94,7 @@ main() {
             --metrics /tmp/mpirun.jsonl >/dev/null
         time .venv/bin/horovodrun -np 2 .venv/bin/python train.py --metrics /tmp/horovodrun.jsonl >/dev/null
         time .venv/bin/horovodrun --gloo -np 2 .venv/bin/python train.py --metrics /tmp/gloo.jsonl >/dev/null
-        ' >"$DEB13_DIR/run.log" 2>&1 || { tail -n 20 "$DEB13_DIR/run.log" >&2; die "the run inside Debian 13 failed (log: $DEB13_DIR/run.log)"; }
+        '
     log "inside Debian 13: $((SECONDS - t0)) s; $(grep -m1 inside: "$DEB13_DIR/run.log")"
     "$ROOT/.venv/bin/python" "$ROOT/train.py" --metrics "$DEB13_DIR/host.jsonl" >/dev/null
     # One process: the same libraries on the same processor give the same bits. Two ranks sum
@@ -99,6 +104,11 @@ main() {
     log "horovodrun -np 2: $(compare "$DEB13_DIR/host.jsonl" "$CHROOT/tmp/horovodrun.jsonl" 1e-12)"
     log "horovodrun --gloo -np 2: $(compare "$DEB13_DIR/host.jsonl" "$CHROOT/tmp/gloo.jsonl" 1e-12)"
     log "ok: the seed job in Debian 13 equals this host's"
+    [ "${DEB13_SUITE:-0}" = 1 ] || return 0
+    log "the README's test command inside Debian 13 (log: $DEB13_DIR/suite.log)"
+    t0=$SECONDS
+    in_root "$DEB13_DIR/suite.log" 'cd /root/dptrain && make test'
+    log "suite inside Debian 13, $((SECONDS - t0)) s: $(grep -a -E '[0-9]+ passed' "$DEB13_DIR/suite.log" | tail -n1)"
 }
 
 main "$@"

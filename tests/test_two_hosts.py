@@ -62,11 +62,13 @@ def test_launch_sh_with_a_hostfile(hosts, init, single, tmp_path) -> None:
     hostfile.write_text("# hostfile.example format\n" + "".join(
         f"{hosts.addr[name]} slots=1\n" for name in ("h1", "h2")))
     metrics = tmp_path / "m.jsonl"
-    mpirun_args = (f"-mca plm_rsh_args -F{hosts.ssh_config} "
-                   f"-mca btl_tcp_if_include {SUBNET}.0/24 -mca oob_tcp_if_include {SUBNET}.0/24")
+    # mpirun starts its daemons with the `ssh` on PATH: the test's wrapper, which reads the
+    # test's ssh_config (Open MPI 5 ignores Open MPI 4's -mca plm_rsh_args).
+    mpirun_args = f"-mca btl_tcp_if_include {SUBNET}.0/24 -mca oob_tcp_if_include {SUBNET}.0/24"
     res = run([str(ROOT / "launch.sh"), "--steps", str(STEPS), "--init-weights", str(init),
                "--metrics", str(metrics)],
-              env={"HOSTFILE": str(hostfile), "NP": "2", "MPIRUN_ARGS": mpirun_args}, timeout=180)
+              env={"HOSTFILE": str(hostfile), "NP": "2", "MPIRUN_ARGS": mpirun_args,
+                   "PATH": f"{hosts.bin}:{BIN}:/usr/sbin:/usr/bin:/sbin:/bin"}, timeout=180)
     assert "--hostfile" in res.stderr and "-bind-to none" in res.stderr
     check_run(res, metrics, single, hosts)
 
