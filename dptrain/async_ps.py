@@ -84,8 +84,8 @@ class Server:
         return np.array([a - c for a, c, _ in self.applied], dtype=np.int64)
 
 
-def work(comm, gradient: Callable[[np.ndarray, int], np.ndarray], size: int,
-         fetch_every: int, push_every: int) -> int:
+def worker_loop(comm, gradient: Callable[[np.ndarray, int], np.ndarray], size: int,
+                fetch_every: int, push_every: int) -> int:
     """A worker's loop; returns how many gradients it computed."""
     reply, flag = np.empty(size + 2), np.empty(1)
     total, pending, computed_on, w, k = np.zeros(size), 0, -1, None, 0
@@ -123,8 +123,8 @@ def summary(server: Server, seconds: float, workers: int) -> dict:
 
 
 
-def _agree(comm, work: Callable[[], object]) -> object:
-    """Rank-local work that may raise JobError; every rank stops if any failed."""
+def _agree(comm, task: Callable[[], object]) -> object:
+    """A rank-local task that may raise JobError; every rank stops if any failed."""
     from mpi4py import MPI
 
     from .errors import agree
@@ -134,7 +134,7 @@ def _agree(comm, work: Callable[[], object]) -> object:
         lowest = np.empty(1, np.int64)
         comm.Allreduce(mine, lowest, op=MPI.MIN)
         return None if lowest[0] == comm.Get_size() else int(lowest[0])
-    return agree(work, comm.Get_rank(), lowest_failed)
+    return agree(task, comm.Get_rank(), lowest_failed)
 
 
 def _hostnames(comm) -> list[str]:
@@ -143,16 +143,6 @@ def _hostnames(comm) -> list[str]:
     rows = np.empty((comm.Get_size(), HOSTNAME_BYTES), np.uint8)
     comm.Allgather(hostname_row(), rows)
     return hostnames_from(rows)
-
-
-def _data_rows(config) -> tuple[int, int, int, Callable]:
-    """(N, input width, output width, read(start, stop)) of the training data, read lazily."""
-    from .data import parabola_rows
-    if config.data is None:
-        return config.n_points, 1, 1, lambda a, b: parabola_rows(config.n_points, a, b)
-    from .datafile import DataFile
-    f = DataFile(config.data, config.target)
-    return f.rows, f.inputs, f.outputs, f.read
 
 
 def _worker_gradient(config, x: np.ndarray, y: np.ndarray, widths: tuple, workers: int,
@@ -186,59 +176,53 @@ def _worker_gradient(config, x: np.ndarray, y: np.ndarray, widths: tuple, worker
     return gradient
 
 
-def main(config) -> None:
+def main(config, source) -> None:
     """--mode async: rank 0 serves and reports, the others work."""
     from .runtime import fast_defaults, size_thread_pools
     fast_defaults(math.inf)  # before MPI starts: the server waits in Probe, yielding its core
     from mpi4py import MPI
 
+    from . import startup
     from .data import load_shard
     from .errors import fail
-    from .model import load_params, param_shapes, random_params
-    from .outputs import open_reporter
+    from .model import param_shapes
     comm = MPI.COMM_WORLD
     rank, size = comm.Get_rank(), comm.Get_size()
     if size < 2:
         fail("--mode async needs at least 2 ranks (a server and a worker), got 1")
     workers, hosts = size - 1, _hostnames(comm)
-    n, d, k, read = _agree(comm, lambda: _data_rows(config))
-    widths = (d, *config.hidden, k)
+    widths = startup.widths(config, source)
     # Every fallible step is collective, so a failure on any rank stops all of them at once.
-    shard = _agree(comm, lambda: load_shard(config.data, config.target, config.n_points,
-                                            workers, rank - 1) if rank else None)
-    params = _agree(comm, lambda: None if rank else (
-        load_params(config.init_weights, widths) if config.init_weights
-        else random_params(widths, config.seed)))
-    reporter = _agree(comm, lambda: None if rank else open_reporter(
-        config.as_dict(), hosts, config.steps, 0, config.progress == "on"))
+    shard = _agree(comm, lambda: load_shard(source, workers, rank - 1) if rank else None)
+    begin = _agree(comm, lambda: None if rank else startup.chief(config, widths, hosts,
+                                                                 config.steps))
     on_host = comm.Split_type(MPI.COMM_TYPE_SHARED).Get_size()  # collective: every rank
     if rank:
         size_thread_pools(on_host)
         gradient = _worker_gradient(config, shard.x, shard.y, widths, workers, rank)
         size_w = sum(int(np.prod(s)) for s in param_shapes(widths).values())
-        work(comm, gradient, size_w, config.fetch_every, config.push_every)
+        worker_loop(comm, gradient, size_w, config.fetch_every, config.push_every)
     else:
-        _serve_and_report(comm, config, params, reporter, n, k, read, workers)
+        _serve_and_report(comm, config, begin.params, begin.reporter, source, workers)
 
 
-def _serve_and_report(comm, config, params: dict, reporter, n: int, outputs: int,
-                      read: Callable, workers: int) -> None:
+def _serve_and_report(comm, config, params: dict, reporter, source, workers: int) -> None:
     """Rank 0: serve until done, logging the full-data loss and staleness as it goes."""
     import os
 
     from .outputs import atomic_write, say
     server = Server(comm, params, config.lr, config.steps)
     t0 = last_t = time.perf_counter()
-    last_v = 0
+    last_v, n = 0, source.rows
 
     def chunks() -> Iterator[tuple[np.ndarray, np.ndarray]]:
         for a in range(0, n, 1 << 16):
-            yield read(a, min(n, a + (1 << 16)))
+            yield source.read(a, min(n, a + (1 << 16)))
 
     def log(version: int) -> None:
         nonlocal last_t, last_v
         now, s = time.perf_counter(), server.staleness()
-        loss = full_loss(server.params(), chunks(), n, outputs)
+        loss = full_loss(server.params(), chunks(), n, source.outputs)
         extra = {"wall": now - t0, "staleness_mean": float(s.mean()) if len(s) else 0.0,
                  "staleness_max": int(s.max()) if len(s) else 0}
         reporter.log(version, loss, (now - last_t) / (version - last_v) if version > last_v

@@ -1,12 +1,78 @@
-"""Data slicing: each rank builds only its contiguous block of the N training points."""
+"""The training data, one interface for the built-in parabola and the user's --data file.
+
+`open_source` is the one place that decides which of the two a run trains on. A source knows
+its row count and widths without reading its rows, and reads any row range on request: each
+rank builds or reads only its own contiguous block (`load_shard`).
+"""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Protocol
 
 import numpy as np
 
+from .datafile import DataFile
+
 X_LO, X_HI = -2.0, 2.0
 DTYPE = np.float64  # float64 so that P ranks and one process agree to rounding, not to 1e-7
+
+
+class Source(Protocol):
+    """Training rows, read by range: (x, y) arrays of DTYPE, rows × inputs and rows × outputs."""
+
+    rows: int
+    inputs: int
+    outputs: int
+
+    def read(self, start: int, stop: int) -> tuple[np.ndarray, np.ndarray]: ...
+
+    def every(self, stride: int) -> tuple[np.ndarray, np.ndarray]: ...
+
+
+class Parabola:
+    """The seed data set: x = linspace(-2, 2, n), y = x^2, built row range by row range."""
+
+    inputs = outputs = 1
+
+    def __init__(self, n: int):
+        self.rows = n
+
+    def read(self, start: int, stop: int) -> tuple[np.ndarray, np.ndarray]:
+        """Rows [start, stop), computed element by element the way numpy.linspace does: the
+        block is bit-identical to the same rows of the full array, which never exists."""
+        n = self.rows
+        i = np.arange(start, stop, dtype=DTYPE)
+        if n > 1:
+            x = i * ((X_HI - X_LO) / (n - 1)) + X_LO
+            if stop == n and stop > start:
+                x[-1] = X_HI  # linspace pins the endpoint exactly
+        else:
+            x = np.full(stop - start, X_LO, dtype=DTYPE)
+        x = x.reshape(-1, 1)
+        return x, x * x
+
+    def every(self, stride: int) -> tuple[np.ndarray, np.ndarray]:
+        x, y = self.read(0, self.rows)
+        return x[::stride], y[::stride]
+
+
+class File:
+    """The user's --data file as a Source (formats and their checks: datafile.DataFile)."""
+
+    def __init__(self, path: str, target: str | None):
+        self.file = DataFile(path, target)  # raises JobError naming the problem
+        self.rows, self.inputs, self.outputs = self.file.rows, self.file.inputs, self.file.outputs
+
+    def read(self, start: int, stop: int) -> tuple[np.ndarray, np.ndarray]:
+        return self.file.read(start, stop, DTYPE)
+
+    def every(self, stride: int) -> tuple[np.ndarray, np.ndarray]:
+        return self.file.every(stride, DTYPE)
+
+
+def open_source(data: str | None, target: str | None, n_points: int) -> Source:
+    """The run's data: the --data file if one is given, else the built-in parabola."""
+    return Parabola(n_points) if data is None else File(data, target)
 
 
 def shard_bounds(n: int, size: int, rank: int) -> tuple[int, int]:
@@ -18,28 +84,6 @@ def shard_bounds(n: int, size: int, rank: int) -> tuple[int, int]:
     return start, start + base + (1 if rank < extra else 0)
 
 
-def parabola_rows(n: int, start: int, stop: int) -> tuple[np.ndarray, np.ndarray]:
-    """Rows [start, stop) of x = linspace(-2, 2, n), y = x**2, as (rows, 1) columns.
-
-    Computed element by element the way numpy.linspace does, so the block is bit-identical to
-    the same rows of the full array without the full array ever existing.
-    """
-    i = np.arange(start, stop, dtype=DTYPE)
-    if n > 1:
-        x = i * ((X_HI - X_LO) / (n - 1)) + X_LO
-        if stop == n and stop > start:
-            x[-1] = X_HI  # linspace pins the endpoint exactly
-    else:
-        x = np.full(stop - start, X_LO, dtype=DTYPE)
-    x = x.reshape(-1, 1)
-    return x, x * x
-
-
-def parabola_shard(n: int, size: int, rank: int) -> tuple[np.ndarray, np.ndarray]:
-    """The seed data set's block for rank of size: x in [-2, 2], y = x^2."""
-    return parabola_rows(n, *shard_bounds(n, size, rank))
-
-
 @dataclass(frozen=True)
 class Shard:
     """This rank's rows and the size of the whole data set."""
@@ -49,11 +93,11 @@ class Shard:
     n_total: int
 
 
-def load_shard(data: str | None, target: str | None, n_points: int, size: int,
-               rank: int) -> Shard:
-    """This rank's block of the built-in parabola, or of the user's --data file."""
-    if data is None:
-        return Shard(*parabola_shard(n_points, size, rank), n_points)
-    from .datafile import DataFile  # imports this module: load it only when needed
-    f = DataFile(data, target)
-    return Shard(*f.read(*shard_bounds(f.rows, size, rank)), f.rows)
+def load_shard(source: Source, size: int, rank: int) -> Shard:
+    """This rank's contiguous block of the source's rows (only those are read)."""
+    return Shard(*source.read(*shard_bounds(source.rows, size, rank)), source.rows)
+
+
+def sample(source: Source, at_most: int = 2000) -> tuple[np.ndarray, np.ndarray]:
+    """Up to `at_most` evenly spaced rows, for figures."""
+    return source.every(max(1, source.rows // at_most))

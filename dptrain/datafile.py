@@ -14,7 +14,6 @@ from collections.abc import Iterator
 
 import numpy as np
 
-from .data import DTYPE
 from .errors import JobError
 
 EXTENSIONS = (".npy", ".npz", ".csv")
@@ -95,15 +94,24 @@ class DataFile:
             self._fail(f"no column named '{self.target}' (columns: {', '.join(self.columns)})")
         return _count_lines(self.path) - 1, len(self.columns) - 1, 1
 
-    def read(self, start: int, stop: int) -> tuple[np.ndarray, np.ndarray]:
-        """Rows [start, stop) as float64 (x, y), checked to be finite."""
+    def read(self, start: int, stop: int, dtype: type) -> tuple[np.ndarray, np.ndarray]:
+        """Rows [start, stop) as (x, y) of this dtype, checked to be finite."""
         with self._text_errors():
             x, y = getattr(self, f"_read_{self.ext[1:]}")(start, stop)
-        x, y = np.ascontiguousarray(x, DTYPE), np.ascontiguousarray(y, DTYPE)
+        x, y = np.ascontiguousarray(x, dtype), np.ascontiguousarray(y, dtype)
         bad = ~(np.isfinite(x).all(axis=1) & np.isfinite(y).all(axis=1))
         if bad.any():
             self._fail(f"row {start + int(np.argmax(bad))} holds NaN or infinite values")
         return x, y
+
+    def every(self, stride: int, dtype: type) -> tuple[np.ndarray, np.ndarray]:
+        """Every stride-th row as (x, y), for figures; .npy and .npz without a full copy."""
+        if self.ext == ".csv":  # no random access into text: read it all, keep every stride-th
+            x, y = self.read(0, self.rows, dtype)
+            return x[::stride], y[::stride]
+        src = self._array if self.ext == ".npy" else np.hstack([self._x, self._y])
+        rows = np.asarray(src[::stride], dtype)
+        return rows[:, :self.inputs], rows[:, self.inputs:]
 
     def _read_npy(self, start: int, stop: int) -> tuple[np.ndarray, np.ndarray]:
         rows = self._array[start:stop]  # a view of the mapped file: only these pages are read
@@ -113,7 +121,7 @@ class DataFile:
         return self._x[start:stop], self._y[start:stop]
 
     def _read_csv(self, start: int, stop: int) -> tuple[np.ndarray, np.ndarray]:
-        cells = np.empty((stop - start, len(self.columns)), DTYPE)
+        cells = np.empty((stop - start, len(self.columns)), np.float64)  # read() casts
         with open(self.path, newline="", encoding="utf-8") as f:
             for _ in range(1 + start):  # the header, then the rows before this range
                 f.readline()
@@ -133,24 +141,6 @@ class DataFile:
                 out[j] = float(cell)
             except ValueError:
                 self._fail(f"line {line}, column '{self.columns[j]}': non-numeric cell {cell!r}")
-
-
-def sample(path: str | None, target: str | None, n_points: int,
-           at_most: int = 2000) -> tuple[np.ndarray, np.ndarray]:
-    """Up to `at_most` evenly spaced rows of the training data, for plots."""
-    from .data import parabola_rows
-    if path is None:
-        x, y = parabola_rows(n_points, 0, n_points)
-        stride = max(1, n_points // at_most)
-        return x[::stride], y[::stride]
-    f = DataFile(path, target)
-    stride = max(1, f.rows // at_most)
-    if f.ext == ".csv":  # no random access into text: read it all, keep every stride-th row
-        x, y = f.read(0, f.rows)
-        return x[::stride], y[::stride]
-    src = f._array if f.ext == ".npy" else np.hstack([f._x, f._y])
-    rows = np.asarray(src[::stride], DTYPE)
-    return rows[:, :f.inputs], rows[:, f.inputs:]
 
 
 def _count_lines(path: str) -> int:

@@ -1,4 +1,5 @@
-"""Distributed setup: Horovod start, thread pools, device pinning, and collective agreement."""
+"""Horovod's start (with thread pools and device pinning), and the collectives of start-up:
+agreement that every rank's start succeeded, and every rank's hostname."""
 from __future__ import annotations
 
 import os
@@ -30,15 +31,15 @@ class World:
         return self.rank == 0
 
 
-def start(work: float) -> World:
-    """Start Horovod (tuned for a step of `work` multiply-adds, see runtime.fast_defaults),
+def start(cost: float) -> World:
+    """Start Horovod (tuned for a step of `cost` multiply-adds, see runtime.fast_defaults),
     then configure TensorFlow for this rank before its runtime exists."""
     # Horovod: a collective that some rank never joins aborts the job instead of waiting
     # forever (warning after 60 s, shutdown after 120 s; both overridable).
     os.environ.setdefault("HOROVOD_STALL_CHECK_TIME_SECONDS", "60")
     os.environ.setdefault("HOROVOD_STALL_SHUTDOWN_TIME_SECONDS", "120")
-    runtime.fast_defaults(work)
-    hvd.init()
+    runtime.fast_defaults(cost)
+    hvd.init()  # Horovod: join the job; rank and size come from the launcher (MPI or Gloo)
     world = World(hvd.rank(), hvd.size(), hvd.local_rank(), hvd.local_size())
     runtime.size_thread_pools(world.local_size)
     _pin_device(world.local_rank)
@@ -61,6 +62,7 @@ def first_failing_rank(failed: bool, world: World) -> int | None:
     leaving the others waiting in the next collective.
     """
     mine = tf.constant(world.rank if failed else world.size, tf.int32)
+    # Horovod: the minimum over ranks; a rank that did not fail offers `size`, never a rank.
     lowest = int(hvd.allreduce(mine, op=hvd.Min, name="dptrain.failed").numpy())
     return None if lowest == world.size else lowest
 
@@ -68,24 +70,11 @@ def first_failing_rank(failed: bool, world: World) -> int | None:
 def hostnames() -> list[str]:
     """Collective: every rank's hostname, in rank order."""
     mine = tf.constant(hostname_row()[None, :])
+    # Horovod: allgather stacks one row per rank, in rank order, on every rank.
     return hostnames_from(hvd.allgather(mine, name="dptrain.hosts").numpy())
 
 
-def broadcast_from_chief(variables: list[tf.Variable]) -> None:
-    """Horovod: every rank starts from rank 0's weights, whatever it drew itself."""
-    hvd.broadcast_variables(variables, root_rank=0)
+def agree(world: World, task: Callable[[], T]) -> T:
+    """Run a rank-local task that may raise JobError; every rank stops if any rank failed."""
+    return errors.agree(task, world.rank, lambda failed: first_failing_rank(failed, world))
 
-
-def global_sum(value: tf.Tensor, name: str) -> tf.Tensor:
-    """Horovod: sum of a tensor over all ranks (e.g. the per-shard loss sums)."""
-    return hvd.allreduce(value, op=hvd.Sum, name=name)
-
-
-def agree(world: World, work: Callable[[], T]) -> T:
-    """Run rank-local work that may raise JobError; every rank stops if any rank failed."""
-    return errors.agree(work, world.rank, lambda failed: first_failing_rank(failed, world))
-
-
-def broadcast_int(value: int, name: str) -> int:
-    """Horovod: rank 0's value of an integer, on every rank."""
-    return int(hvd.broadcast(tf.constant(value, tf.int64), root_rank=0, name=name).numpy())

@@ -17,12 +17,12 @@ import horovod.tensorflow as hvd
 import tensorflow as tf
 from horovod.common.elastic import State as HorovodState
 
-from . import distributed, runtime, sync
+from . import distributed, runtime, startup, sync
 from .batches import Schedule
-from .data import load_shard
-from .model import MLP, load_params, random_params
-from .optim import Hyper, Optimizer
+from .data import Source, load_shard
 from .errors import JobError, fail
+from .model import MLP
+from .optim import Hyper, Optimizer
 from .outputs import Reporter, open_reporter, placement, say
 
 
@@ -47,6 +47,7 @@ class State(HorovodState):
             v.assign(value)
 
     def sync(self) -> None:
+        # Horovod: after every reset, all ranks (a newly joined one too) take rank 0's values.
         hvd.broadcast_variables(self.variables, root_rank=0)
         self.save()
 
@@ -54,8 +55,8 @@ class State(HorovodState):
 class Run:
     """This process's part of an elastic run: what outlives a reset of the ring."""
 
-    def __init__(self, config, model: MLP, opt: Optimizer, xla: bool):
-        self.config, self.model, self.opt, self.xla = config, model, opt, xla
+    def __init__(self, config, source: Source, model: MLP, opt: Optimizer, xla: bool):
+        self.config, self.source, self.model, self.opt, self.xla = config, source, model, opt, xla
         self.steps = config.total_steps(1)  # full batch: one step an epoch
         self.step = tf.Variable(0, dtype=tf.int64, trainable=False)
         self.state = State(model.weights + list(opt.slots.values()) + [self.step])
@@ -77,7 +78,7 @@ class Run:
         """From the last commit to the end on the current ranks, each with its new slice."""
         c, rank, size, k = self.config, hvd.rank(), hvd.size(), int(self.step.numpy())
         hosts = distributed.hostnames()  # a collective, but inside the loop: all ranks are here
-        shard = load_shard(c.data, c.target, c.n_points, size, rank)
+        shard = load_shard(self.source, size, rank)
         trainer = sync.Trainer(self.model, self.opt, shard.x, shard.y, shard.n_total, Schedule(
             shard.n_total, size, rank, len(shard.x), shard.n_total, c.seed, False), self.xla)
         if rank == 0 and k == 0 and self.reporter is None:
@@ -85,22 +86,25 @@ class Run:
         elif self.reporter:
             self.reporter.size = size
             say(f"elastic: {placement(hosts)}, from step {k}")
-        return sync.run(trainer, k, self.steps, c.log_every, c.steps_per_call or self.steps,
-                        self.log, lambda n: None, self.commit, c.log_every)
+        plan = sync.Plan(k, self.steps, c.log_every, c.steps_per_call or self.steps, c.log_every)
+        return sync.run(trainer, plan, sync.Hooks(self.log, save=self.commit))
 
 
-def main(config, widths: tuple[int, ...], work: float) -> None:
+def main(config, source: Source) -> None:
     """--elastic: set up without collectives, then train inside Horovod's elastic loop."""
-    distributed.start(work)
+    widths = startup.widths(config, source)
+    cost = startup.step_cost(source, widths)
+    distributed.start(cost)  # Horovod: init, thread pools, one GPU per local rank
     try:  # every rank reads the same file or draws the same weights: no broadcast needed
-        params = (load_params(config.init_weights, widths) if config.init_weights
-                  else random_params(widths, config.seed))
+        params = startup.initial_params(config, widths)
     except JobError as e:
         fail(str(e))  # every rank fails alike; rank 0 says it
     model = MLP(params)
     opt = Optimizer(model.weights, model.names, Hyper.of(config))
-    run = Run(config, model, opt, runtime.use_xla(config.xla, work))
+    run = Run(config, source, model, opt, runtime.use_xla(config.xla, cost))
     try:
+        # Horovod: run once() until it returns; on a rank's loss or a host change, reset the
+        # ring, roll back to the last commit, sync the state, and call it again.
         hvd.elastic.run(lambda state: run.once())(run.state)
     except JobError as e:  # a NaN: every rank stops at the same step; rank 0 says why
         fail(str(e), rank=hvd.rank(), code=1)

@@ -35,15 +35,15 @@ def fail(message: str, rank: int | None = None, code: int = EXIT_USAGE) -> NoRet
     sys.exit(code)
 
 
-def agree(work: Callable[[], T], rank: int, lowest_failed: Callable[[bool], int | None]) -> T:
-    """Run rank-local work that may raise JobError, then stop every rank if any rank failed.
+def agree(task: Callable[[], T], rank: int, lowest_failed: Callable[[bool], int | None]) -> T:
+    """Run a rank-local task that may raise JobError, then stop every rank if any rank failed.
 
     lowest_failed is the collective (every rank calls it) that turns each rank's "I failed"
     into the lowest failing rank, or None: that rank prints its line, all exit 2, and no rank
     is left waiting in a later collective for one that has gone.
     """
     try:
-        result, error = work(), None
+        result, error = task(), None
     except JobError as e:
         result, error = None, str(e)
     bad = lowest_failed(error is not None)

@@ -15,7 +15,7 @@ matplotlib.use("Agg")  # files only, no display
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
-from .datafile import sample  # noqa: E402
+from .data import open_source, sample  # noqa: E402
 from .errors import JobError, fail  # noqa: E402
 from .npnet import forward  # noqa: E402
 from .outputs import atomic_write, save_weights, warn  # noqa: E402
@@ -38,7 +38,7 @@ def draw(run_dir: str) -> str:
             params = {k: f[k] for k in f.files}
     except (OSError, ValueError) as e:
         raise JobError(f"{run_dir}: not a finished run directory ({e})") from None
-    x, y = sample(config.get("data"), config.get("target"), config["n_points"])
+    x, y = sample(open_source(config.get("data"), config.get("target"), config["n_points"]))
     one_d = x.shape[1] == 1 and y.shape[1] == 1
     fig, axes = plt.subplots(1, 2 if one_d else 1, figsize=(11 if one_d else 5.5, 4.2),
                              squeeze=False)

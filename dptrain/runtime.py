@@ -20,27 +20,27 @@ YIELD = {
 # ~1.3 to ~0.3 ms. For a long step the 20,000 wake-ups a second only take CPU from the
 # compute (large job, P=2: Gloo 980 -> 1500 ms, MPI 845 -> 874 ms): such jobs keep 1 ms.
 SHORT_CYCLE = {"HOROVOD_CYCLE_TIME": "0.05"}
-SHORT_STEP_WORK = 10**6  # multiply-adds per rank per step below which a step is short
+SHORT_STEP_COST = 10**6  # multiply-adds per rank per step below which a step is short
 
 
-def short_step(work: float) -> bool:
-    """Whether a rank's step is short; `work` is the multiply-adds of one forward pass over
+def short_step(cost: float) -> bool:
+    """Whether a rank's step is short; `cost` is the multiply-adds of one forward pass over
     all rows (what a rank's step costs, times the rank count)."""
-    return work / launcher.size() < SHORT_STEP_WORK
+    return cost / launcher.size() < SHORT_STEP_COST
 
 
-def fast_defaults(work: float) -> None:
-    """Set the tuned settings where the environment does not (see short_step for `work`)."""
-    settings = YIELD | (SHORT_CYCLE if short_step(work) else {})
+def fast_defaults(cost: float) -> None:
+    """Set the tuned settings where the environment does not (see short_step for `cost`)."""
+    settings = YIELD | (SHORT_CYCLE if short_step(cost) else {})
     for name, value in settings.items():
         os.environ.setdefault(name, value)
 
 
-def use_xla(choice: str, work: float) -> bool:
+def use_xla(choice: str, cost: float) -> bool:
     """--xla: on, off, or auto = only for long steps. XLA fuses a step's element-wise work
     (large job, P=2: 822 -> 502 ms) but adds a fixed cost per call that a short step cannot
     carry (seed job, P=1: 0.08 -> 0.2-0.55 ms)."""
-    return choice == "on" or (choice == "auto" and not short_step(work))
+    return choice == "on" or (choice == "auto" and not short_step(cost))
 
 
 def size_thread_pools(local_size: int) -> None:

@@ -4,13 +4,13 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 
 import horovod.tensorflow as hvd
 import numpy as np
 import tensorflow as tf
 
 from .batches import Schedule
-from .distributed import global_sum
 from .errors import JobError
 from .model import MLP
 from .optim import Optimizer
@@ -84,7 +84,8 @@ class Trainer:
         """One update unless the combined gradient is not finite; returns whether it was."""
         with tf.GradientTape() as tape:
             share = self._share(xs, ys, scale)
-        # Horovod: combine the gradients across ranks by allreduce (sum of the shares).
+        # Horovod: the tape's gradients are allreduced (ring-allreduce) before they are
+        # returned: op=Sum of the shares is the global batch's gradient, exactly.
         tape = hvd.DistributedGradientTape(tape, op=hvd.Sum)
         grads = tape.gradient(share, self.model.weights)
         # Every rank holds the same combined gradient, so every rank decides alike: a NaN/inf
@@ -123,45 +124,66 @@ class Trainer:
 
     def full_loss(self) -> float:
         """Collective: the MSE of the current weights over all N samples of all ranks."""
-        total = global_sum(self._sq_sum(self.tx, self.ty), "dptrain.loss")
+        # Horovod: the sum of every shard's squared errors, on every rank.
+        total = hvd.allreduce(self._sq_sum(self.tx, self.ty), op=hvd.Sum, name="dptrain.loss")
         return float(total.numpy()) / (self.n_total * self.y.shape[1])
+
+
+@dataclass(frozen=True)
+class Plan:
+    """Which updates a loop runs and when it logs and saves (every rank's, all alike)."""
+
+    start: int  # updates already done
+    steps: int  # the last update
+    log_every: int  # log the full-data loss after every log_every-th update and the last
+    per_call: int  # at most this many updates in one compiled call
+    save_every: int = 0  # save after every save_every-th update (0: never)
+
+
+def _nothing(done: int) -> None:
+    pass
+
+
+@dataclass(frozen=True)
+class Hooks:
+    """What the loop reports to: log (rank 0's reporter), tick (a progress bar), save (a
+    checkpoint, an elastic commit; may be rank 0's alone)."""
+
+    log: Callable[[int, float, float | None, dict], None]
+    tick: Callable[[int], None] = _nothing
+    save: Callable[[int], None] | None = None
 
 
 def _next_multiple(k: int, every: int) -> int:
     return (k // every + 1) * every if every else math.inf
 
 
-def run(trainer: Trainer, start: int, steps: int, log_every: int, per_call: int,
-        log: Callable[[int, float, float | None, dict], None], tick: Callable[[int], None],
-        save: Callable[[int], None] | None, save_every: int) -> float:
-    """Updates start+1..steps, up to per_call in one compiled call; log the full-data loss
-    after every log_every-th and the last; save (a checkpoint, an elastic commit) after every
-    save_every-th whose loss is finite; raise JobError at the first non-finite one.
-
-    save may be rank 0's alone; save_every is every rank's, as the loss is collective.
-    """
+def run(trainer: Trainer, plan: Plan, hooks: Hooks) -> float:
+    """Updates plan.start+1..plan.steps; log the full-data loss and save as the plan says;
+    raise JobError at the first non-finite loss (before saving: the newest checkpoint stays
+    good) or combined gradient. Returns the last loss."""
     t0 = last_t = time.perf_counter()
-    k, last_k = start, start
+    k, last_k = plan.start, plan.start
     while True:
-        logging = k % log_every == 0 or k == steps
-        saving = save_every and k > start and k % save_every == 0
-        if logging or saving:  # the loss of the weights after k updates
+        logging = k % plan.log_every == 0 or k == plan.steps
+        saving = plan.save_every and k > plan.start and k % plan.save_every == 0
+        if logging or saving:  # the loss of the weights after k updates (a collective)
             now = time.perf_counter()
             loss = trainer.full_loss()
             if logging:
-                log(k, loss, (now - last_t) / (k - last_k) if k > last_k else None,
-                    {"wall": now - t0})
+                hooks.log(k, loss, (now - last_t) / (k - last_k) if k > last_k else None,
+                          {"wall": now - t0})
                 last_t, last_k = time.perf_counter(), k  # step times leave the loss out
-            if not math.isfinite(loss):  # before saving: the newest checkpoint stays good
+            if not math.isfinite(loss):
                 raise JobError(f"the loss is {loss} after step {k}: stopping")
-            if saving and save:
-                save(k)
-        if k == steps:
+            if saving and hooks.save:
+                hooks.save(k)
+        if k == plan.steps:
             return loss
-        stop = min(steps, k + per_call, _next_multiple(k, log_every),
-                   _next_multiple(k, save_every))
+        stop = min(plan.steps, k + plan.per_call, _next_multiple(k, plan.log_every),
+                   _next_multiple(k, plan.save_every))
         done = trainer.advance(k, stop - k)
-        tick(done)
+        hooks.tick(done)
         if done < stop - k:
             raise JobError(f"step {k + done + 1}: the combined gradient is not finite "
                            f"(NaN/inf loss); stopping with the weights of step {k + done}")

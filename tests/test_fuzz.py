@@ -16,10 +16,12 @@ from hypothesis import strategies as st
 import oracle
 from conftest import ROOT
 from dptrain import checkpoint
-from dptrain.datafile import DataFile
+from dptrain.data import open_source
 from dptrain.errors import JobError
 from dptrain.model import load_params
 from dptrain.outputs import atomic_write
+
+pytestmark = pytest.mark.fast  # no launcher: in-process checks
 
 FUZZ = settings(max_examples=120, deadline=5000,
                 suppress_health_check=[HealthCheck.function_scoped_fixture])
@@ -56,7 +58,7 @@ def damaged(draw, original: bytes) -> bytes:
 
 def load_data(path: pathlib.Path) -> None:
     """What a rank does with --data: open, then read its rows; JobError is the only way out."""
-    f = DataFile(str(path))
+    f = open_source(str(path), None, 0)
     x, y = f.read(0, f.rows)
     assert x.shape == (f.rows, f.inputs) and y.shape == (f.rows, f.outputs)
     assert np.all(np.isfinite(x)) and np.all(np.isfinite(y))

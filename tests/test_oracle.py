@@ -6,6 +6,8 @@ import pytest
 
 import oracle
 
+pytestmark = pytest.mark.fast  # no launcher: in-process checks
+
 
 def test_hand_gradient_matches_central_differences() -> None:
     x, y = oracle.seed_data(17)
@@ -26,14 +28,14 @@ def test_hand_gradient_matches_central_differences() -> None:
 def hvd_single():
     """Horovod started in this process as a world of one."""
     from dptrain import distributed
-    return distributed.start(work=0)
+    return distributed.start(cost=0)
 
 
 @pytest.mark.parametrize("xla", [False, True])
 @pytest.mark.parametrize("n", [50, 7, 1])
 def test_tensorflow_step_matches_oracle(hvd_single, n: int, xla: bool) -> None:
     from dptrain.batches import Schedule
-    from dptrain.data import parabola_shard
+    from dptrain.data import Parabola, load_shard
     from dptrain.model import MLP
     from dptrain.optim import Hyper, Optimizer
     from dptrain.sync import Trainer
@@ -41,8 +43,8 @@ def test_tensorflow_step_matches_oracle(hvd_single, n: int, xla: bool) -> None:
     def trainer(p: dict) -> Trainer:
         model = MLP(p)
         opt = Optimizer(model.weights, model.names, Hyper("sgd", 0.01))
-        x, y = parabola_shard(n, 1, 0)
-        return Trainer(model, opt, x, y, n, Schedule(n, 1, 0, n, n, 0, False), xla)
+        shard = load_shard(Parabola(n), 1, 0)
+        return Trainer(model, opt, shard.x, shard.y, n, Schedule(n, 1, 0, n, n, 0, False), xla)
 
     p = oracle.draw_params(5, n)
     t = trainer(p)
@@ -83,3 +85,31 @@ def test_non_finite_gradient_stops_before_the_update(hvd_single, xla: bool) -> N
     assert t.advance(0, 50) == 0
     for k, v in model.params().items():
         np.testing.assert_array_equal(v, p[k])
+
+
+def test_the_loop_logs_saves_and_stops_where_its_plan_says(hvd_single) -> None:
+    """sync.run in process: logged steps and losses, save points, and the stop at a NaN."""
+    from dptrain.batches import Schedule
+    from dptrain.data import Parabola, load_shard
+    from dptrain.errors import JobError
+    from dptrain.model import MLP
+    from dptrain.optim import Hyper, Optimizer
+    from dptrain.sync import Hooks, Plan, Trainer, run
+
+    p = oracle.draw_params(5, 11)
+    model = MLP(p)
+    shard = load_shard(Parabola(50), 1, 0)
+    t = Trainer(model, Optimizer(model.weights, model.names, Hyper("sgd", 0.01)), shard.x,
+                shard.y, 50, Schedule(50, 1, 0, 50, 50, 0, False))
+    logged, saved = [], []
+    last = run(t, Plan(start=0, steps=130, log_every=50, per_call=1000, save_every=40),
+               Hooks(lambda k, loss, *_: logged.append((k, loss)), save=saved.append))
+    assert [k for k, _ in logged] == [0, 50, 100, 130] and saved == [40, 80, 120]
+    want = oracle.descend(p, *oracle.seed_data(50), 0.01, 130, 50)
+    np.testing.assert_allclose([v for _, v in logged], [v for _, v in want], rtol=1e-10)
+    assert last == logged[-1][1]
+    model.weights[0].assign(np.full((1, 5), np.nan))  # from here every loss is NaN
+    with pytest.raises(JobError, match="step 131: the combined gradient is not finite"):
+        run(t, Plan(130, 200, 50, 1000), Hooks(lambda *a: None))  # no loss before step 150
+    with pytest.raises(JobError, match="the loss is nan after step 130"):
+        run(t, Plan(130, 200, 10, 1000), Hooks(lambda *a: None))
