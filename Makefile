@@ -1,5 +1,7 @@
 # make run   - set up if needed, then train the seed job on 4 ranks with horovodrun
-# make test  - set up if needed, then run the test suite
+# make test  - set up if needed, then run the test suite (all of it, about 15 min)
+# make test-fast - the tests that start no launcher (oracle, slicing, loaders, CLI, in-process
+#   step, single-process example; under 3 min)
 # make bench - set up if needed, then bench/compare.py and bench/timeline.py (about 6 min)
 # make setup - system MPI + .venv + patched Horovod (idempotent; scripts/setup.sh)
 # make horovod-tests HOROVOD_TESTS=DIR - Horovod's own TensorFlow suite against our build
@@ -9,7 +11,7 @@ VENV ?= .venv
 NP ?= 4
 export TF_CPP_MIN_LOG_LEVEL ?= 2
 
-.PHONY: setup run test bench clean horovod-tests debian13-check
+.PHONY: setup run test test-fast bench clean horovod-tests debian13-check
 
 setup:
 	bash scripts/setup.sh
@@ -24,6 +26,9 @@ PYTEST_ARGS ?= -n 2 --dist loadfile
 test:
 	APT_EXTRA="slurm-wlm munge openssh-server iproute2" bash scripts/setup.sh
 	$(VENV)/bin/python -m pytest tests $(PYTEST_ARGS)
+
+test-fast: setup
+	$(VENV)/bin/python -m pytest tests -m fast $(PYTEST_ARGS)
 
 HOROVOD_TESTS ?= ../shared/horovod-tests-v0.28.1
 horovod-tests: setup

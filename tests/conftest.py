@@ -20,6 +20,28 @@ ROOT = Path(__file__).resolve().parent.parent
 PYTHON = sys.executable
 BIN = Path(PYTHON).parent
 TAG_VAR = "DPTRAIN_TEST_TAG"  # marks every process a test starts, to find stragglers by PID
+TRAIN = ROOT / "train.py"
+LAUNCHERS = ("none", "mpirun", "horovodrun-mpi", "horovodrun-gloo", "launch.sh")
+
+
+def launch_cmd(launcher: str, np_: int, *args: str, script: Path = TRAIN,
+               options: tuple[str, ...] = ()) -> list[str]:
+    """The one way tests start ranks: `python script args` as np_ ranks under launcher (one of
+    LAUNCHERS; "none" is one plain process), with the launcher's extra options."""
+    program = [PYTHON, str(script), *args]
+    if launcher == "none":
+        assert np_ == 1 and not options, "a plain process is one rank"
+        return program
+    if launcher == "mpirun":  # more ranks than cores allowed; no rank pinned to one core
+        return ["mpirun", "-np", str(np_), "--oversubscribe", "-bind-to", "none", "-map-by",
+                "slot", *options, *program]
+    if launcher.startswith("horovodrun-"):
+        return [str(BIN / "horovodrun"), f"--{launcher.split('-')[1]}", "-np", str(np_),
+                *options, *program]
+    if launcher == "launch.sh":  # mpirun through the cluster script, train.py only
+        assert script == TRAIN and not options, "launch.sh runs train.py, knobs by env"
+        return ["env", f"NP={np_}", str(ROOT / "launch.sh"), *args]
+    raise ValueError(f"unknown launcher {launcher!r}")
 
 
 @dataclass

@@ -10,15 +10,15 @@ from pathlib import Path
 import numpy as np
 
 import oracle
-from conftest import PYTHON, ROOT, TAG_VAR, job_env, kill_tagged, read_metrics, relative_gap, run
-from conftest import save_npz, tagged_pids
+import pytest
 
-MPIRUN = ["mpirun", "--oversubscribe", "-bind-to", "none"]
+from conftest import ROOT, TAG_VAR, job_env, kill_tagged, launch_cmd, read_metrics
+from conftest import relative_gap, run, save_npz, tagged_pids
 
 
 def async_run(np_: int, out: Path, *flags: str, timeout: float = 180):
-    res = run([*MPIRUN, "-np", str(np_), PYTHON, str(ROOT / "train.py"), "--mode", "async",
-               "--output-dir", str(out), *flags], timeout=timeout)
+    res = run(launch_cmd("mpirun", np_, "--mode", "async", "--output-dir", str(out), *flags),
+              timeout=timeout)
     assert res.rc == 0, res.stdout + res.stderr
     return res
 
@@ -80,8 +80,8 @@ def replay(p0: dict, computed_on: np.ndarray, worker: np.ndarray, lr: float,
 def test_a_killed_worker_ends_the_job_fast(tmp_path) -> None:
     tag = "async-" + os.urandom(6).hex()
     out = tmp_path / "c"
-    cmd = [*MPIRUN, "-np", "3", PYTHON, str(ROOT / "train.py"), "--mode", "async",
-           "--steps", "100000000", "--log-every", "1000", "--output-dir", str(out)]
+    cmd = launch_cmd("mpirun", 3, "--mode", "async", "--steps", "100000000", "--log-every",
+                     "1000", "--output-dir", str(out))
     proc = subprocess.Popen(cmd, cwd=ROOT, env=job_env({TAG_VAR: tag}), start_new_session=True,
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
@@ -115,9 +115,9 @@ def rank_of(pid: int) -> int | None:
     return None
 
 
+@pytest.mark.fast
 def test_async_refuses_one_rank_and_other_optimizers() -> None:
-    res = run([PYTHON, str(ROOT / "train.py"), "--mode", "async"], timeout=60)
+    res = run(launch_cmd("none", 1, "--mode", "async"), timeout=60)
     assert res.rc == 2 and "--mode async needs at least 2 ranks" in res.stderr
-    res = run([PYTHON, str(ROOT / "train.py"), "--mode", "async", "--optimizer", "adam"],
-              timeout=60)
+    res = run(launch_cmd("none", 1, "--mode", "async", "--optimizer", "adam"), timeout=60)
     assert res.rc == 2 and "no --optimizer other than sgd" in res.stderr

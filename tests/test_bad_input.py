@@ -18,6 +18,9 @@ ERROR_LINE = re.compile(r"^(dptrain|launch\.sh|train\.sbatch): error: ")
 PLACEHOLDER = re.compile(r"\{([\w.-]+)\}")
 
 
+LAUNCHER_WORDS = ("mpirun", "horovodrun", "launch.sh", "sbatch", "srun")
+
+
 def matrix() -> list[tuple[str, str, str, int]]:
     """(number, command, expected line, exit code) of every row of the README's table."""
     text = (ROOT / "README.md").read_text()
@@ -103,12 +106,19 @@ def materialise(text: str, tmp: Path) -> str:
     return PLACEHOLDER.sub(path_of, text)
 
 
+@pytest.mark.fast
 def test_the_matrix_has_at_least_25_rows_with_distinct_commands() -> None:
     rows = matrix()
     assert len(rows) >= 25 and len({cmd for _, cmd, _, _ in rows}) == len(rows)
 
 
-@pytest.mark.parametrize("number,command,expected,code", matrix(), ids=lambda v: str(v)[:40])
+def rows() -> list:
+    """The matrix as test cases; a row that starts no launcher is in the fast tier."""
+    return [pytest.param(*row, marks=[] if any(w in row[1] for w in LAUNCHER_WORDS)
+                         else [pytest.mark.fast]) for row in matrix()]
+
+
+@pytest.mark.parametrize("number,command,expected,code", rows(), ids=lambda v: str(v)[:40])
 def test_bad_input_row(number: str, command: str, expected: str, code: int, tmp_path) -> None:
     words = shlex.split(materialise(command, tmp_path))
     env = {"NP": "2"}
@@ -123,3 +133,22 @@ def test_bad_input_row(number: str, command: str, expected: str, code: int, tmp_
     assert materialise(expected, tmp_path) in lines[0], f"row {number}: {lines[0]}"
     assert res.rc == code, f"row {number}: exit {res.rc}\n{res.stderr}"
     assert "Traceback" not in res.stdout + res.stderr, res.stderr
+
+
+def flag_rows() -> list:
+    """The rows that are only flags (no files, no environment): the parser's own checks."""
+    return [row for row in matrix() if row[1].startswith("./launch.sh ")
+            and not PLACEHOLDER.search(row[1])]
+
+
+@pytest.mark.fast
+@pytest.mark.parametrize("number,command,expected,code", flag_rows(), ids=lambda v: str(v)[:40])
+def test_flag_row_fails_in_the_parser(number: str, command: str, expected: str, code: int,
+                                      capsys) -> None:
+    """In process, before any rank starts: the same line and exit code from cli.parse."""
+    from dptrain import cli
+    with pytest.raises(SystemExit) as stop:
+        cli.parse(shlex.split(command)[1:])
+    assert stop.value.code == code, f"row {number}"
+    (line,) = capsys.readouterr().err.splitlines()
+    assert expected in line, f"row {number}: {line}"

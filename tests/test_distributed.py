@@ -6,22 +6,19 @@ from pathlib import Path
 import pytest
 
 import oracle
-from conftest import BIN, PYTHON, ROOT, read_metrics, relative_gap, run, save_npz
+from conftest import launch_cmd, read_metrics, relative_gap, run, save_npz
 
 SEED_STEPS, LR = 2000, 0.01
 
 
-def train(launcher: list[str], tmp: Path, init: Path, *flags: str, timeout: float = 180) -> list:
-    """Run train.py under a launcher from given weights; return its metrics records."""
+def train(launcher: str, np_: int, tmp: Path, init: Path, *flags: str,
+          timeout: float = 180) -> list:
+    """Run train.py on np_ ranks under a launcher from given weights; its metrics records."""
     metrics = tmp / "metrics.jsonl"
-    res = run([*launcher, PYTHON, str(ROOT / "train.py"), "--init-weights", str(init),
-               "--metrics", str(metrics), *flags], timeout=timeout)
+    res = run(launch_cmd(launcher, np_, "--init-weights", str(init), "--metrics", str(metrics),
+                         *flags), timeout=timeout)
     assert res.rc == 0, res.stdout + res.stderr
     return read_metrics(metrics)
-
-
-def mpirun_np(np_: int) -> list[str]:
-    return ["mpirun", "-np", str(np_), "--oversubscribe", "-bind-to", "none", "-map-by", "slot"]
 
 
 @pytest.fixture(scope="module")
@@ -32,9 +29,10 @@ def seed_init(tmp_path_factory) -> Path:
 @pytest.fixture(scope="module")
 def single(seed_init, tmp_path_factory) -> list:
     """The seed configuration in one plain process (no launcher)."""
-    return train([], tmp_path_factory.mktemp("single"), seed_init)
+    return train("none", 1, tmp_path_factory.mktemp("single"), seed_init)
 
 
+@pytest.mark.fast
 def test_single_process_follows_the_oracle(single, seed_init) -> None:
     import numpy as np
     with np.load(seed_init) as f:
@@ -47,7 +45,7 @@ def test_single_process_follows_the_oracle(single, seed_init) -> None:
 
 @pytest.mark.parametrize("np_", [1, 2, 3, 4])
 def test_mpirun_equals_single_process(np_: int, single, seed_init, tmp_path) -> None:
-    got = train(mpirun_np(np_), tmp_path, seed_init)
+    got = train("mpirun", np_, tmp_path, seed_init)
     assert [r["step"] for r in got] == list(range(0, SEED_STEPS + 1, 50))
     assert all(r["ranks"] == np_ for r in got)
     gap = relative_gap([r["loss"] for r in got], [r["loss"] for r in single])
@@ -57,7 +55,7 @@ def test_mpirun_equals_single_process(np_: int, single, seed_init, tmp_path) -> 
 
 @pytest.mark.parametrize("flag", ["--gloo", "--mpi"])
 def test_horovodrun_equals_single_process(flag: str, single, seed_init, tmp_path) -> None:
-    got = train([str(BIN / "horovodrun"), flag, "-np", "2"], tmp_path, seed_init)
+    got = train(f"horovodrun-{flag[2:]}", 2, tmp_path, seed_init)
     assert all(r["ranks"] == 2 for r in got)
     assert relative_gap([r["loss"] for r in got], [r["loss"] for r in single]) < 1e-4
 
@@ -66,7 +64,7 @@ def test_horovodrun_equals_single_process(flag: str, single, seed_init, tmp_path
 def test_uneven_and_empty_shards_are_exact(n: int, np_: int, tmp_path) -> None:
     p = oracle.draw_params(5, n)
     init = save_npz(tmp_path / "init.npz", p)
-    got = train(mpirun_np(np_), tmp_path, init, "--n-points", str(n), "--steps", "300",
+    got = train("mpirun", np_, tmp_path, init, "--n-points", str(n), "--steps", "300",
                 "--log-every", "10")
     expected = oracle.descend(p, *oracle.seed_data(n), LR, 300, 10)
     assert relative_gap([r["loss"] for r in got], [v for _, v in expected]) < 1e-9
@@ -77,12 +75,13 @@ def test_xla_compiled_steps_are_exact(n: int, np_: int, tmp_path) -> None:
     """--xla on (what long steps get by default) keeps the oracle's trajectory, empty shard too."""
     p = oracle.draw_params(5, 100 + n)
     init = save_npz(tmp_path / "init.npz", p)
-    got = train(mpirun_np(np_), tmp_path, init, "--n-points", str(n), "--steps", "300",
+    got = train("mpirun", np_, tmp_path, init, "--n-points", str(n), "--steps", "300",
                 "--log-every", "10", "--xla", "on")
     expected = oracle.descend(p, *oracle.seed_data(n), LR, 300, 10)
     assert relative_gap([r["loss"] for r in got], [v for _, v in expected]) < 1e-9
 
 
+@pytest.mark.fast
 def test_xla_auto_is_for_long_steps_only(monkeypatch) -> None:
     from dptrain.runtime import use_xla
     monkeypatch.setenv("OMPI_COMM_WORLD_SIZE", "2")

@@ -8,7 +8,7 @@ import socket
 
 import pytest
 
-from conftest import BIN, PYTHON, ROOT, read_metrics, relative_gap, run
+from conftest import ROOT, launch_cmd, read_metrics, relative_gap, run
 
 STEPS = 5000  # long enough for the killed worker to come back before the end
 
@@ -29,14 +29,14 @@ def test_a_killed_worker_is_survived_and_replaced(tmp_path) -> None:
     hosts = tmp_path / "hosts"
     hosts.write_text("".join(f"{name}:1\n" for name in local_names()))
     reference = tmp_path / "reference.jsonl"
-    res = run([PYTHON, str(ROOT / "train.py"), "--steps", str(STEPS), "--metrics",
-               str(reference)], timeout=120)
+    res = run(launch_cmd("none", 1, "--steps", str(STEPS), "--metrics", str(reference)),
+              timeout=120)
     assert res.rc == 0, res.stderr
     metrics = tmp_path / "elastic.jsonl"
-    res = run([str(BIN / "horovodrun"), "--gloo", "-np", "3", "--min-np", "2", "--max-np", "3",
-               "--host-discovery-script", str(ROOT / "scripts" / "discover_hosts.sh"),
-               "--blacklist-cooldown-range", "1", "2", PYTHON, str(ROOT / "train.py"),
-               "--elastic", "--steps", str(STEPS), "--metrics", str(metrics)], timeout=240,
+    elastic = ("--min-np", "2", "--max-np", "3", "--host-discovery-script",
+               str(ROOT / "scripts" / "discover_hosts.sh"), "--blacklist-cooldown-range", "1", "2")
+    res = run(launch_cmd("horovodrun-gloo", 3, "--elastic", "--steps", str(STEPS), "--metrics",
+                         str(metrics), options=elastic), timeout=240,
               env={"HOSTS_FILE": str(hosts), "HOROVOD_GLOO_TIMEOUT_SECONDS": "10",
                    "PYTHONPATH": str(ROOT / "tests" / "faults"), "DPTRAIN_FAULT": "kill:2:600",
                    "DPTRAIN_FAULT_STAMP": str(tmp_path / "fired")})

@@ -6,19 +6,13 @@ import time
 
 import pytest
 
-from conftest import BIN, PYTHON, ROOT, run
+from conftest import ROOT, launch_cmd, run
 
 FAULTS = ROOT / "tests" / "faults"  # its sitecustomize.py injects DPTRAIN_FAULT
 LONG = ["--steps", "1000000", "--log-every", "100"]  # minutes of work, were it not stopped
 STEP = 300
 DEADLINE_S = 30
-TRAIN = [PYTHON, str(ROOT / "train.py")]
-LAUNCHERS = {
-    "mpirun": ["mpirun", "-np", "3", "-bind-to", "none", *TRAIN],
-    "launch.sh": ["env", "NP=3", str(ROOT / "launch.sh")],
-    "horovodrun-mpi": [str(BIN / "horovodrun"), "--mpi", "-np", "3", *TRAIN],
-    "horovodrun-gloo": [str(BIN / "horovodrun"), "--gloo", "-np", "3", *TRAIN],
-}
+LAUNCHERS = ("mpirun", "launch.sh", "horovodrun-mpi", "horovodrun-gloo")
 KILLED = {  # how each launcher names a rank that died of SIGKILL
     "mpirun": "rank 1 with PID", "launch.sh": "rank 1 with PID",
     "horovodrun-mpi": "rank 1 with PID", "horovodrun-gloo": "Process 1 exit with status code",
@@ -28,7 +22,7 @@ KILLED = {  # how each launcher names a rank that died of SIGKILL
 def inject(launcher: str, kind: str, tmp_path, timeout: float = 120):
     """Run a long job with fault KIND on rank 1 at STEP; (result, seconds from fault to end)."""
     stamp = tmp_path / "fired"
-    res = run(LAUNCHERS[launcher] + LONG, timeout=timeout, env={
+    res = run(launch_cmd(launcher, 3, *LONG), timeout=timeout, env={
         "PYTHONPATH": str(FAULTS), "DPTRAIN_FAULT": f"{kind}:1:{STEP}",
         "DPTRAIN_FAULT_STAMP": str(stamp)})
     assert stamp.exists(), f"the fault never fired\n{res.stdout}\n{res.stderr}"
@@ -73,8 +67,8 @@ def test_a_diverging_loss_stops_at_its_step_and_keeps_the_good_checkpoint(
         launcher: str, tmp_path) -> None:
     """lr 1000 overflows the loss to inf by step 40 (measured); the run stops there."""
     out = tmp_path / "out"
-    res = run(LAUNCHERS[launcher] + ["--lr", "1000", "--log-every", "10", "--checkpoint-every",
-                                     "20", "--output-dir", str(out), "--steps", "100000"])
+    res = run(launch_cmd(launcher, 3, "--lr", "1000", "--log-every", "10", "--checkpoint-every",
+                         "20", "--output-dir", str(out), "--steps", "100000"))
     assert res.rc != 0
     lines = res.error_lines()
     assert len(lines) == 1, (lines, res.stderr[-2000:])

@@ -10,7 +10,7 @@ import json
 
 import pytest
 
-from conftest import PYTHON, ROOT, run
+from conftest import ROOT, launch_cmd, run
 
 CHECKS = ["tape_eager", "tape_function", "broadcast_eager", "broadcast_function",
           "partial_tape", "sync_batch_norm", "fit"]
@@ -20,8 +20,8 @@ CHECKS = ["tape_eager", "tape_function", "broadcast_eager", "broadcast_function"
 def errors(request, tmp_path_factory) -> dict:
     """Largest error of each check, from one real run on P ranks."""
     out = tmp_path_factory.mktemp("keras3") / "errors.json"
-    res = run(["mpirun", "-np", str(request.param), "--oversubscribe", PYTHON,
-               str(ROOT / "tests" / "keras3_worker.py"), str(out)], timeout=240)
+    res = run(launch_cmd("mpirun", request.param, str(out),
+                         script=ROOT / "tests" / "keras3_worker.py"), timeout=240)
     assert res.rc == 0, res.stdout + res.stderr
     return json.loads(out.read_text())
 

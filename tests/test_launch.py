@@ -1,13 +1,15 @@
 """launch.sh: echoes the mpirun command it runs, passes flags through, refuses bad knobs."""
 from __future__ import annotations
 
-from conftest import ROOT, run
+import pytest
+
+from conftest import ROOT, launch_cmd, run
 
 LAUNCH = str(ROOT / "launch.sh")
 
 
 def test_echoes_the_command_and_passes_arguments_through() -> None:
-    res = run([LAUNCH, "--help"], env={"NP": "3"}, timeout=60)
+    res = run(launch_cmd("launch.sh", 3, "--help"), timeout=60)
     assert res.rc == 0, res.stderr
     echoed = [ln for ln in res.stderr.splitlines() if ln.startswith("+ ")]
     assert len(echoed) == 1
@@ -19,14 +21,15 @@ def test_echoes_the_command_and_passes_arguments_through() -> None:
 def test_runs_a_short_job_with_a_hostfile(tmp_path) -> None:
     hostfile = tmp_path / "hosts"
     hostfile.write_text("# this machine only\nlocalhost slots=2\n")
-    res = run([LAUNCH, "--steps", "20", "--log-every", "10"],
-              env={"HOSTFILE": str(hostfile), "NP": "2"}, timeout=120)
+    res = run(launch_cmd("launch.sh", 2, "--steps", "20", "--log-every", "10"),
+              env={"HOSTFILE": str(hostfile)}, timeout=120)
     assert res.rc == 0, res.stderr
     assert f"--hostfile {hostfile}" in res.stderr
     assert [ln.split()[1] for ln in res.stdout.splitlines() if ln.startswith("step")] == \
         ["0", "10", "20"]
 
 
+@pytest.mark.fast
 def test_dry_run_inside_a_slurm_allocation_uses_the_allocation() -> None:
     res = run([LAUNCH, "--dry-run", "--steps", "7"],
               env={"SLURM_JOB_ID": "4242", "SLURM_NTASKS": "6"}, timeout=30)
@@ -37,6 +40,7 @@ def test_dry_run_inside_a_slurm_allocation_uses_the_allocation() -> None:
     assert res.stdout == ""  # printed, not run
 
 
+@pytest.mark.fast
 def test_dry_run_hostfile_wins_over_the_allocation(tmp_path) -> None:
     hostfile = tmp_path / "hosts"
     hostfile.write_text("localhost slots=4\n")  # launch.sh checks that the name resolves
@@ -47,6 +51,7 @@ def test_dry_run_hostfile_wins_over_the_allocation(tmp_path) -> None:
     assert "-np 4" in echoed and f"--hostfile {hostfile}" in echoed
 
 
+@pytest.mark.fast
 def test_dry_run_on_one_machine_oversubscribes() -> None:
     env = {"SLURM_JOB_ID": "", "NP": "5"}
     res = run([LAUNCH, "--dry-run"], env=env, timeout=30)

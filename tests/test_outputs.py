@@ -6,16 +6,15 @@ import json
 import numpy as np
 
 import oracle
-from conftest import PYTHON, ROOT, read_metrics, run, save_npz
+from conftest import PYTHON, launch_cmd, read_metrics, run, save_npz
 
 
 def test_output_dir_holds_config_metrics_and_final_weights(tmp_path) -> None:
     p = oracle.draw_params(4, 9)
     init = save_npz(tmp_path / "init.npz", p)
     out = tmp_path / "run"
-    cmd = ["mpirun", "-np", "2", "--oversubscribe", PYTHON, str(ROOT / "train.py"), "--hidden",
-           "4", "--n-points", "9", "--steps", "120", "--log-every", "40", "--init-weights",
-           str(init), "--output-dir", str(out)]
+    cmd = launch_cmd("mpirun", 2, "--hidden", "4", "--n-points", "9", "--steps", "120",
+                     "--log-every", "40", "--init-weights", str(init), "--output-dir", str(out))
     res = run(cmd, timeout=120)
     assert res.rc == 0, res.stderr
     config = json.loads((out / "config.json").read_text())
@@ -32,8 +31,9 @@ def test_output_dir_holds_config_metrics_and_final_weights(tmp_path) -> None:
         for k in expected:
             np.testing.assert_allclose(f[k], expected[k], rtol=1e-10)
     # The final weights are a valid starting point: zero steps from them logs the final loss.
-    res = run([PYTHON, str(ROOT / "train.py"), "--hidden", "4", "--n-points", "9", "--steps", "0",
-               "--init-weights", str(out / "weights.npz"), "--metrics", str(tmp_path / "m0")])
+    res = run(launch_cmd("none", 1, "--hidden", "4", "--n-points", "9", "--steps", "0",
+                         "--init-weights", str(out / "weights.npz"), "--metrics",
+                         str(tmp_path / "m0")))
     assert res.rc == 0, res.stderr
     (again,) = read_metrics(tmp_path / "m0")
     assert again["step"] == 0
@@ -41,8 +41,7 @@ def test_output_dir_holds_config_metrics_and_final_weights(tmp_path) -> None:
 
 
 def test_console_shows_step_loss_time_and_ranks(tmp_path) -> None:
-    res = run(["mpirun", "-np", "2", "--oversubscribe", PYTHON, str(ROOT / "train.py"),
-               "--steps", "100"], timeout=120)
+    res = run(launch_cmd("mpirun", 2, "--steps", "100"), timeout=120)
     assert res.rc == 0, res.stderr
     lines = [ln for ln in res.stdout.splitlines() if ln.startswith("step")]
     assert len(lines) == 3, res.stdout  # steps 0, 50, 100, printed by rank 0 alone
@@ -54,8 +53,7 @@ def test_figure_tensorboard_and_replot(tmp_path) -> None:
     import tensorflow as tf
 
     out = tmp_path / "run"
-    res = run(["mpirun", "-np", "2", "--oversubscribe", PYTHON, str(ROOT / "train.py"),
-               "--steps", "200", "--output-dir", str(out)], timeout=120)
+    res = run(launch_cmd("mpirun", 2, "--steps", "200", "--output-dir", str(out)), timeout=120)
     assert res.rc == 0, res.stderr
     image = matplotlib.image.imread(out / "fit.png")  # decodes the PNG
     assert image.ndim == 3 and image.shape[0] > 200 and image.shape[1] > 400

@@ -1,11 +1,15 @@
 """environment.yml (conda) pins exactly what requirements.txt (pip) pins."""
 from __future__ import annotations
 
+import pytest
+
 import re
 
 import yaml
 
 from conftest import ROOT
+
+pytestmark = pytest.mark.fast  # no launcher: in-process checks
 
 
 def pip_pins() -> dict[str, str]:

@@ -9,7 +9,7 @@ import time
 
 import numpy as np
 
-from conftest import PYTHON, ROOT, TAG_VAR, job_env, kill_tagged, read_metrics, run
+from conftest import ROOT, TAG_VAR, job_env, kill_tagged, launch_cmd, read_metrics, run
 
 def flags(steps: int = 600) -> list[str]:
     return ["--batch-size", "8", "--optimizer", "adam", "--lr", "0.02", "--steps", str(steps),
@@ -17,8 +17,7 @@ def flags(steps: int = 600) -> list[str]:
 
 
 def launch(np_: int, out, *extra: str, steps: int = 600, timeout: float = 180):
-    res = run(["mpirun", "-np", str(np_), "--oversubscribe", "-bind-to", "none", PYTHON,
-               str(ROOT / "train.py"), *flags(steps), "--output-dir", str(out), *extra],
+    res = run(launch_cmd("mpirun", np_, *flags(steps), "--output-dir", str(out), *extra),
               timeout=timeout)
     assert res.rc == 0, res.stdout + res.stderr
     return res
@@ -31,8 +30,7 @@ def test_sigterm_then_resume_equals_the_uninterrupted_run(tmp_path) -> None:
 
     out = tmp_path / "cut"
     tag = "resume-" + os.urandom(6).hex()
-    cmd = ["mpirun", "-np", "2", "--oversubscribe", "-bind-to", "none", PYTHON,
-           str(ROOT / "train.py"), *flags(steps), "--output-dir", str(out)]
+    cmd = launch_cmd("mpirun", 2, *flags(steps), "--output-dir", str(out))
     proc = subprocess.Popen(cmd, cwd=ROOT, env=job_env({TAG_VAR: tag}), start_new_session=True,
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
@@ -81,13 +79,11 @@ def test_damaged_checkpoints_are_skipped_with_a_warning(tmp_path) -> None:
 def test_resuming_on_other_ranks_says_so_and_full_batch_is_unchanged(tmp_path) -> None:
     out = tmp_path / "fb"
     flags = ["--steps", "300", "--checkpoint-every", "100", "--log-every", "50"]
-    res = run(["mpirun", "-np", "2", "--oversubscribe", PYTHON, str(ROOT / "train.py"), *flags,
-               "--output-dir", str(out)], timeout=120)
+    res = run(launch_cmd("mpirun", 2, *flags, "--output-dir", str(out)), timeout=120)
     assert res.rc == 0, res.stderr
     whole = read_metrics(out / "metrics.jsonl")
     os.unlink(out / "checkpoints" / "ckpt-000000300.npz")
-    res = run(["mpirun", "-np", "3", "--oversubscribe", PYTHON, str(ROOT / "train.py"), *flags,
-               "--output-dir", str(out), "--resume"], timeout=120)
+    res = run(launch_cmd("mpirun", 3, *flags, "--output-dir", str(out), "--resume"), timeout=120)
     assert res.rc == 0, res.stderr
     assert "resuming a 2-rank run on 3 ranks" in res.stderr
     again = read_metrics(out / "metrics.jsonl")
@@ -107,8 +103,7 @@ def test_sigkill_at_a_random_step_loses_at_most_one_interval(tmp_path) -> None:
     launch(2, tmp_path / "whole", steps=steps)
     whole = read_metrics(tmp_path / "whole" / "metrics.jsonl")
     out = tmp_path / "killed"
-    res = run(["mpirun", "-np", "2", "--oversubscribe", "-bind-to", "none", PYTHON,
-               str(ROOT / "train.py"), *flags(steps), "--output-dir", str(out)], timeout=120,
+    res = run(launch_cmd("mpirun", 2, *flags(steps), "--output-dir", str(out)), timeout=120,
               env={"PYTHONPATH": str(ROOT / "tests" / "faults"), "DPTRAIN_FAULT": f"kill:0:{at}",
                    "DPTRAIN_FAULT_STAMP": str(tmp_path / "fired")})
     assert res.rc != 0 and (tmp_path / "fired").exists(), f"killed at {at}: {res.stderr}"

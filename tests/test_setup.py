@@ -21,6 +21,7 @@ def copy_setup(repo: Path) -> Path:
     return repo
 
 
+@pytest.mark.fast
 def test_rerun_is_a_no_op() -> None:
     # The suite runs after `make setup`, so the environment is already built.
     res = run(["bash", SETUP], timeout=120)
@@ -29,6 +30,7 @@ def test_rerun_is_a_no_op() -> None:
     assert "building Horovod" not in res.stderr
 
 
+@pytest.mark.fast
 @pytest.mark.skipif(os.geteuid() != 0 or shutil.which("setpriv") is None,
                     reason="needs root to become an unprivileged user")
 def test_unprivileged_user_is_told_which_packages_to_install() -> None:
@@ -53,6 +55,7 @@ def test_unprivileged_user_is_told_which_packages_to_install() -> None:
         shutil.rmtree(top)
 
 
+@pytest.mark.fast
 def test_unsupported_python_is_refused_before_anything_is_made(tmp_path) -> None:
     old = tmp_path / "python3.10"  # answers the version query as a Python 3.10 would
     old.write_text("#!/bin/sh\necho 3.10\n")
@@ -65,6 +68,7 @@ def test_unsupported_python_is_refused_before_anything_is_made(tmp_path) -> None
     assert not (tmp_path / "venv").exists()
 
 
+@pytest.mark.fast
 def test_a_patch_that_no_longer_applies_stops_the_build_naming_it(tmp_path) -> None:
     """A copy of the repository whose series has a patch for a file the sdist lacks."""
     repo = copy_setup(tmp_path / "repo")

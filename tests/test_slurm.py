@@ -7,7 +7,8 @@ import uuid
 import pytest
 
 import oracle
-from conftest import PYTHON, ROOT, TAG_VAR, job_env, kill_tagged, read_metrics, run, save_npz
+from conftest import ROOT, TAG_VAR, job_env, kill_tagged, read_metrics, run, save_npz
+from conftest import launch_cmd
 from slurm_cluster import LocalSlurm, missing_reason
 
 STEPS = 200
@@ -39,8 +40,8 @@ def init(tmp_path_factory):
 def reference(init, tmp_path_factory) -> list[tuple[int, float]]:
     """The same job as one plain process."""
     metrics = tmp_path_factory.mktemp("ref") / "m.jsonl"
-    res = run([PYTHON, str(ROOT / "train.py"), "--steps", str(STEPS), "--init-weights",
-               str(init), "--metrics", str(metrics)])
+    res = run(launch_cmd("none", 1, "--steps", str(STEPS), "--init-weights", str(init),
+                         "--metrics", str(metrics)))
     assert res.rc == 0, res.stderr
     return [(r["step"], r["loss"]) for r in read_metrics(metrics)]
 

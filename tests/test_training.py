@@ -9,7 +9,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import oracle
-from conftest import PYTHON, ROOT, read_metrics, relative_gap, run, save_npz
+from conftest import ROOT, launch_cmd, read_metrics, relative_gap, run, save_npz
 from dptrain.batches import Schedule
 from dptrain.data import shard_bounds
 
@@ -20,8 +20,7 @@ RUNS = itertools.count()
 def mpirun(np_: int, *flags: str, tmp, timeout: float = 180) -> list[dict]:
     """train.py on np_ ranks; its metrics records."""
     metrics = tmp / f"metrics-{next(RUNS)}.jsonl"
-    cmd = ["mpirun", "-np", str(np_), "--oversubscribe", "-bind-to", "none", PYTHON,
-           str(ROOT / "train.py"), *flags, "--metrics", str(metrics)]
+    cmd = launch_cmd("mpirun", np_, *flags, "--metrics", str(metrics))
     res = run(cmd, timeout=timeout)
     assert res.rc == 0, res.stdout + res.stderr
     return read_metrics(metrics)
@@ -31,6 +30,7 @@ def losses(records: list[dict]) -> list[float]:
     return [r["loss"] for r in records]
 
 
+@pytest.mark.fast
 @given(n=st.integers(1, 300), size=st.integers(1, 9), batch=st.integers(1, 310),
        shuffle=st.booleans())
 def test_each_epoch_uses_every_sample_once_in_batches_of_b(n, size, batch, shuffle) -> None:
@@ -136,6 +136,7 @@ def test_inputs_and_outputs_of_any_width(tmp_path) -> None:
             "W1": (3, 8), "b1": (1, 8), "W2": (8, 6), "b2": (1, 6), "W3": (6, 2), "b3": (1, 2)}
 
 
+@pytest.mark.fast
 def test_batch_composition_documented_in_readme_matches() -> None:
     text = (ROOT / "README.md").read_text()
     assert "position p belongs to rank p mod P" in text

@@ -7,7 +7,7 @@ import time
 import pytest
 
 import oracle
-from conftest import BIN, PYTHON, ROOT, read_metrics, relative_gap, run, save_npz
+from conftest import BIN, launch_cmd, read_metrics, relative_gap, run, save_npz
 from netns_hosts import NIC, SUBNET, TwoHosts, missing_reason
 
 STEPS = 500
@@ -35,8 +35,8 @@ def init(tmp_path_factory):
 @pytest.fixture(scope="module")
 def single(init, tmp_path_factory) -> list[dict]:
     metrics = tmp_path_factory.mktemp("single") / "m.jsonl"
-    res = run([PYTHON, str(ROOT / "train.py"), "--steps", str(STEPS), "--init-weights",
-               str(init), "--metrics", str(metrics)])
+    res = run(launch_cmd("none", 1, "--steps", str(STEPS), "--init-weights", str(init),
+                         "--metrics", str(metrics)))
     assert res.rc == 0, res.stderr
     return read_metrics(metrics)
 
@@ -65,9 +65,9 @@ def test_launch_sh_with_a_hostfile(hosts, init, single, tmp_path) -> None:
     # mpirun starts its daemons with the `ssh` on PATH: the test's wrapper, which reads the
     # test's ssh_config (Open MPI 5 ignores Open MPI 4's -mca plm_rsh_args).
     mpirun_args = f"-mca btl_tcp_if_include {SUBNET}.0/24 -mca oob_tcp_if_include {SUBNET}.0/24"
-    res = run([str(ROOT / "launch.sh"), "--steps", str(STEPS), "--init-weights", str(init),
-               "--metrics", str(metrics)],
-              env={"HOSTFILE": str(hostfile), "NP": "2", "MPIRUN_ARGS": mpirun_args,
+    res = run(launch_cmd("launch.sh", 2, "--steps", str(STEPS), "--init-weights", str(init),
+                         "--metrics", str(metrics)),
+              env={"HOSTFILE": str(hostfile), "MPIRUN_ARGS": mpirun_args,
                    "PATH": f"{hosts.bin}:{BIN}:/usr/sbin:/usr/bin:/sbin:/bin"}, timeout=180)
     assert "--hostfile" in res.stderr and "-bind-to none" in res.stderr
     check_run(res, metrics, single, hosts)
@@ -76,8 +76,8 @@ def test_launch_sh_with_a_hostfile(hosts, init, single, tmp_path) -> None:
 @pytest.mark.parametrize("controller", ["--gloo", "--mpi"])
 def test_horovodrun_across_hosts(controller, hosts, init, single, tmp_path) -> None:
     metrics = tmp_path / "m.jsonl"
-    res = run([str(BIN / "horovodrun"), controller, "-np", "2", "-H", "h1:1,h2:1",
-               "--network-interface", NIC, PYTHON, str(ROOT / "train.py"), "--steps", str(STEPS),
-               "--init-weights", str(init), "--metrics", str(metrics)],
+    res = run(launch_cmd(f"horovodrun-{controller[2:]}", 2, "--steps", str(STEPS),
+                         "--init-weights", str(init), "--metrics", str(metrics),
+                         options=("-H", "h1:1,h2:1", "--network-interface", NIC)),
               env={"PATH": f"{hosts.bin}:{BIN}:/usr/sbin:/usr/bin:/sbin:/bin"}, timeout=180)
     check_run(res, metrics, single, hosts)
