@@ -1,4 +1,4 @@
-"""The README's bad-input matrix, row by row: each input ends the whole job quickly with the
+"""The bad-input matrix of docs/failures.md, row by row: each input ends the whole job quickly with the
 one line and exit code the table promises, no traceback and no process left behind."""
 from __future__ import annotations
 
@@ -22,8 +22,8 @@ LAUNCHER_WORDS = ("mpirun", "horovodrun", "launch.sh", "sbatch", "srun")
 
 
 def matrix() -> list[tuple[str, str, str, int]]:
-    """(number, command, expected line, exit code) of every row of the README's table."""
-    text = (ROOT / "README.md").read_text()
+    """(number, command, expected line, exit code) of every row of the docs' table."""
+    text = (ROOT / "docs" / "failures.md").read_text()
     table = text.split("<!-- bad-input matrix")[1].split("\n\n")[0]
     rows = []
     for line in table.splitlines():

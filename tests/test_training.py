@@ -49,7 +49,7 @@ def test_each_epoch_uses_every_sample_once_in_batches_of_b(n, size, batch, shuff
 
 
 def interleaved(x: np.ndarray, size: int) -> np.ndarray:
-    """The rows in the order a size-rank unshuffled run visits them (README: global positions)."""
+    """The rows in the order a size-rank unshuffled run visits them (docs/data.md: global positions)."""
     starts = [shard_bounds(len(x), size, r)[0] for r in range(size)]
     return np.stack([x[starts[p % size] + p // size] for p in range(len(x))])
 
@@ -137,11 +137,11 @@ def test_inputs_and_outputs_of_any_width(tmp_path) -> None:
 
 
 @pytest.mark.fast
-def test_batch_composition_documented_in_readme_matches() -> None:
-    text = (ROOT / "README.md").read_text()
+def test_batch_composition_documented_in_the_data_page_matches() -> None:
+    text = (ROOT / "docs" / "data.md").read_text()
     assert "position p belongs to rank p mod P" in text
     sched = [Schedule(10, 2, r, 5, 4, 0, False) for r in range(2)]
-    # README: batch 0 is global positions 0..3 = rank 0 local 0,1 and rank 1 local 0,1.
+    # docs/data.md: batch 0 is global positions 0..3 = rank 0 local 0,1 and rank 1 local 0,1.
     assert [list(s.local_rows(0)) for s in sched] == [[0, 1], [0, 1]]
     assert [list(s.local_rows(2)) for s in sched] == [[4], [4]]
     assert list(itertools.chain(*[s.local_rows(1) for s in sched])) == [2, 3, 2, 3]
