@@ -92,7 +92,7 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--mode", choices=("sync", "async"), default="sync", help="sync: Horovod "
                    "allreduce; async: rank 0 is a parameter server, the others push gradients")
     t.add_argument("--elastic", action="store_true", help="sync: go on when ranks leave or "
-                   "join (horovodrun --gloo with --host-discovery-script; README, 'Elastic')")
+                   "join (horovodrun --gloo with --host-discovery-script; docs/launching.md)")
     t.add_argument("--fetch-every", type=int, default=1, metavar="N",
                    help="async: a worker fetches the weights every N of its steps")
     t.add_argument("--push-every", type=int, default=1, metavar="M",
