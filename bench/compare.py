@@ -212,7 +212,7 @@ def main() -> None:
     t0 = time.perf_counter()
     with tempfile.TemporaryDirectory() as tmp:
         init = os.path.join(tmp, "init.npz")
-        np.savez(init, **random_params((1, 5, 1), 0))
+        np.savez(init, **random_params((1, 5, 1), 0, np.float64))
         rows = summarize(run_all(jobs, a.rounds, init, tmp), jobs)
     lines, agree = checks(rows)
     report = (["## Competitors", *table(rows, False), "", "## Tuning ladders (P=2, MPI)",

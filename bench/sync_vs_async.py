@@ -81,7 +81,7 @@ def main() -> None:
     from dptrain.model import random_params
     with tempfile.TemporaryDirectory() as tmp:
         init = os.path.join(tmp, "init.npz")
-        np.savez(init, **random_params((1, 5, 1), 0))
+        np.savez(init, **random_params((1, 5, 1), 0, np.float64))
         flags = ["--steps", str(args.steps), "--n-points", str(args.n_points), "--init-weights",
                  init, "--log-every", "10"]
         sync, _ = train(args.ranks, os.path.join(tmp, "sync"), flags)

@@ -30,7 +30,7 @@ GO, STOP = 0.0, 1.0
 
 
 def flatten(params: dict[str, np.ndarray], names: list[str]) -> np.ndarray:
-    """One float64 vector of every array, in the model's order."""
+    """One vector of every array (in their dtype), in the model's order."""
     return np.concatenate([params[k].ravel() for k in names])
 
 
@@ -156,7 +156,7 @@ def _worker_gradient(config, x: np.ndarray, y: np.ndarray, widths: tuple, worker
     size = sum(int(np.prod(s)) for s in shapes.values())
     if len(x) == 0:  # more workers than rows: this one has nothing to contribute
         return lambda w, k: np.zeros(size)
-    model = MLP(random_params(widths, 0))  # its values are replaced at every fetch
+    model = MLP(random_params(widths, 0, x.dtype))  # its values are replaced at every fetch
     batch = -(-config.batch_size // workers) if config.batch_size else len(x)
     sched = Schedule(len(x), 1, 0, len(x), batch, config.seed * 1009 + rank, config.shuffle)
     xs = tf.TensorSpec([None, x.shape[1]], x.dtype)
@@ -170,7 +170,7 @@ def _worker_gradient(config, x: np.ndarray, y: np.ndarray, widths: tuple, worker
 
     def gradient(w: np.ndarray, k: int) -> np.ndarray:
         for var, value in zip(model.weights, unflatten(w, shapes).values()):
-            var.assign(value)
+            var.assign(value.astype(x.dtype))  # messages are float64; the model, the run's
         rows = slice(None) if sched.full_batch else sched.local_rows(k)
         return np.concatenate([g.numpy().ravel() for g in grads(x[rows], y[rows])])
     return gradient

@@ -12,6 +12,7 @@ from .errors import fail
 
 DEFAULT_STEPS = 2000
 OPTIMIZERS = ("sgd", "momentum", "adam")  # dptrain/optim.py implements them
+DTYPES = ("float32", "float64")  # float32 as TensorFlow and the seed program
 
 
 @dataclass(frozen=True)
@@ -30,6 +31,7 @@ class Config:
     beta2: float
     eps: float
     hidden: tuple[int, ...]
+    dtype: str
     seed: int
     log_every: int
     steps_per_call: int
@@ -112,6 +114,9 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--eps", type=float, default=1e-8, help="adam: denominator epsilon")
     t.add_argument("--hidden", type=_widths, default=(5,), metavar="H[,H...]",
                    help="tanh units per hidden layer, e.g. 5 or 16,16")
+    t.add_argument("--dtype", choices=DTYPES, default="float32", help="precision of data, "
+                   "weights, optimizer state and outputs; float64 makes P ranks agree with one "
+                   "process to rounding (1e-15) instead of float32's (1e-6)")
     t.add_argument("--steps-per-call", type=int, default=0, metavar="K",
                    help="full-batch: run up to K updates in one compiled call (0: all of those "
                    "between two logs or checkpoints); 1 is one Python call per update")

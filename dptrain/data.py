@@ -14,11 +14,11 @@ import numpy as np
 from .datafile import DataFile
 
 X_LO, X_HI = -2.0, 2.0
-DTYPE = np.float64  # float64 so that P ranks and one process agree to rounding, not to 1e-7
 
 
 class Source(Protocol):
-    """Training rows, read by range: (x, y) arrays of DTYPE, rows × inputs and rows × outputs."""
+    """Training rows, read by range: (x, y) arrays of the run's dtype, rows × inputs and
+    rows × outputs."""
 
     rows: int
     inputs: int
@@ -34,22 +34,23 @@ class Parabola:
 
     inputs = outputs = 1
 
-    def __init__(self, n: int):
-        self.rows = n
+    def __init__(self, n: int, dtype: np.dtype):
+        self.rows, self.dtype = n, dtype
 
     def read(self, start: int, stop: int) -> tuple[np.ndarray, np.ndarray]:
-        """Rows [start, stop), computed element by element the way numpy.linspace does: the
-        block is bit-identical to the same rows of the full array, which never exists."""
+        """Rows [start, stop), computed element by element the way numpy.linspace does (in
+        float64, then rounded to the run's dtype): the block is bit-identical to the same rows
+        of the full array, which never exists."""
         n = self.rows
-        i = np.arange(start, stop, dtype=DTYPE)
+        i = np.arange(start, stop, dtype=np.float64)
         if n > 1:
             x = i * ((X_HI - X_LO) / (n - 1)) + X_LO
             if stop == n and stop > start:
                 x[-1] = X_HI  # linspace pins the endpoint exactly
         else:
-            x = np.full(stop - start, X_LO, dtype=DTYPE)
+            x = np.full(stop - start, X_LO, dtype=np.float64)
         x = x.reshape(-1, 1)
-        return x, x * x
+        return x.astype(self.dtype), (x * x).astype(self.dtype)
 
     def every(self, stride: int) -> tuple[np.ndarray, np.ndarray]:
         x, y = self.read(0, self.rows)
@@ -59,20 +60,23 @@ class Parabola:
 class File:
     """The user's --data file as a Source (formats and their checks: datafile.DataFile)."""
 
-    def __init__(self, path: str, target: str | None):
-        self.file = DataFile(path, target)  # raises JobError naming the problem
+    def __init__(self, path: str, target: str | None, dtype: np.dtype):
+        self.file, self.dtype = DataFile(path, target), dtype  # JobError names a problem
         self.rows, self.inputs, self.outputs = self.file.rows, self.file.inputs, self.file.outputs
 
     def read(self, start: int, stop: int) -> tuple[np.ndarray, np.ndarray]:
-        return self.file.read(start, stop, DTYPE)
+        return self.file.read(start, stop, self.dtype)
 
     def every(self, stride: int) -> tuple[np.ndarray, np.ndarray]:
-        return self.file.every(stride, DTYPE)
+        return self.file.every(stride, self.dtype)
 
 
-def open_source(data: str | None, target: str | None, n_points: int) -> Source:
-    """The run's data: the --data file if one is given, else the built-in parabola."""
-    return Parabola(n_points) if data is None else File(data, target)
+def open_source(data: str | None, target: str | None, n_points: int,
+                dtype: np.dtype) -> Source:
+    """The run's data in the run's dtype: the --data file if one is given, else the built-in
+    parabola."""
+    dtype = np.dtype(dtype)
+    return Parabola(n_points, dtype) if data is None else File(data, target, dtype)
 
 
 def shard_bounds(n: int, size: int, rank: int) -> tuple[int, int]:

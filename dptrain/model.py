@@ -9,7 +9,6 @@ from __future__ import annotations
 import numpy as np
 import tensorflow as tf
 
-from .data import DTYPE
 from .errors import JobError
 
 
@@ -21,14 +20,17 @@ def param_shapes(widths: tuple[int, ...]) -> dict[str, tuple[int, int]]:
     return shapes
 
 
-def random_params(widths: tuple[int, ...], seed: int) -> dict[str, np.ndarray]:
-    """Every weight and bias drawn from a standard normal, reproducibly from seed."""
+def random_params(widths: tuple[int, ...], seed: int, dtype: np.dtype) -> dict[str, np.ndarray]:
+    """Every weight and bias drawn from a standard normal, reproducibly from seed (drawn in
+    float64, rounded to dtype: float32 and float64 runs start from the same numbers)."""
     rng = np.random.default_rng(seed)
-    return {k: rng.standard_normal(s).astype(DTYPE) for k, s in param_shapes(widths).items()}
+    return {k: rng.standard_normal(s).astype(dtype) for k, s in param_shapes(widths).items()}
 
 
-def check_params(arrays: dict, widths: tuple[int, ...], where: str) -> dict[str, np.ndarray]:
-    """The arrays of a network of these widths, or a JobError naming what does not fit."""
+def check_params(arrays: dict, widths: tuple[int, ...], where: str,
+                 dtype: np.dtype) -> dict[str, np.ndarray]:
+    """The arrays of a network of these widths, in dtype, or a JobError naming what does not
+    fit."""
     out = {}
     for name, shape in param_shapes(widths).items():
         if name not in arrays:
@@ -39,12 +41,14 @@ def check_params(arrays: dict, widths: tuple[int, ...], where: str) -> dict[str,
                            f"{'-'.join(map(str, widths))} network")
         if not np.issubdtype(a.dtype, np.number) or not np.all(np.isfinite(a)):
             raise JobError(f"{where}: {name} holds non-finite or non-numeric values")
-        out[name] = a.astype(DTYPE)
+        out[name] = a.astype(dtype)
     return out
 
 
-def load_params(path: str, widths: tuple[int, ...]) -> dict[str, np.ndarray]:
-    """Read and check an --init-weights .npz for a network of these widths."""
+def load_params(path: str, widths: tuple[int, ...],
+                dtype: np.dtype) -> tuple[dict[str, np.ndarray], str]:
+    """Read and check an --init-weights .npz for a network of these widths; (the arrays in
+    dtype, the dtypes the file stored them in)."""
     try:
         with np.load(path, allow_pickle=False) as f:
             arrays = {k: f[k] for k in f.files}
@@ -53,7 +57,8 @@ def load_params(path: str, widths: tuple[int, ...]) -> dict[str, np.ndarray]:
     except Exception as e:  # noqa: BLE001 (np.load raises many types for a non-.npz file)
         raise JobError(f"--init-weights {path}: not a readable .npz file "
                        f"({type(e).__name__})") from None
-    return check_params(arrays, widths, f"--init-weights {path}")
+    params = check_params(arrays, widths, f"--init-weights {path}", dtype)
+    return params, ", ".join(sorted({arrays[k].dtype.name for k in params}))
 
 
 class MLP(tf.Module):
@@ -74,3 +79,4 @@ class MLP(tf.Module):
     def params(self) -> dict[str, np.ndarray]:
         """Current values as NumPy arrays, keyed as in the .npz format."""
         return {k: v.numpy() for k, v in zip(self.names, self.weights)}
+

@@ -38,7 +38,9 @@ def draw(run_dir: str) -> str:
             params = {k: f[k] for k in f.files}
     except (OSError, ValueError) as e:
         raise JobError(f"{run_dir}: not a finished run directory ({e})") from None
-    x, y = sample(open_source(config.get("data"), config.get("target"), config["n_points"]))
+    source = open_source(config.get("data"), config.get("target"), config["n_points"],
+                         np.float64)  # a figure needs no more than float64 of any run
+    x, y = sample(source)
     one_d = x.shape[1] == 1 and y.shape[1] == 1
     fig, axes = plt.subplots(1, 2 if one_d else 1, figsize=(11 if one_d else 5.5, 4.2),
                              squeeze=False)

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from . import cli, outputs
+from . import cli, launcher, outputs
 from .data import Source, open_source
 from .errors import JobError, fail
 
@@ -32,7 +32,7 @@ def data(config: cli.Config) -> Source:
     """The run's data source, opened by every rank before TensorFlow loads; a missing or
     malformed --data file fails every rank alike, so rank 0's one line is the whole report."""
     try:
-        return open_source(config.data, config.target, config.n_points)
+        return open_source(config.data, config.target, config.n_points, config.dtype)
     except JobError as e:
         fail(str(e))
 
@@ -48,11 +48,16 @@ def step_cost(source: Source, widths_: tuple[int, ...]) -> int:
 
 
 def initial_params(config: cli.Config, widths_: tuple[int, ...]) -> dict[str, np.ndarray]:
-    """--init-weights if given, else every weight and bias drawn from a standard normal."""
+    """--init-weights if given (in the run's dtype: converted, saying so once), else every
+    weight and bias drawn from a standard normal."""
     from .model import load_params, random_params
-    if config.init_weights:
-        return load_params(config.init_weights, widths_)
-    return random_params(widths_, config.seed)
+    if not config.init_weights:
+        return random_params(widths_, config.seed, config.dtype)
+    params, stored = load_params(config.init_weights, widths_, config.dtype)
+    if stored != config.dtype and launcher.rank() == 0:  # elastic ranks all load it
+        outputs.warn(f"--init-weights {config.init_weights}: {stored} arrays converted to "
+                     f"{config.dtype} (--dtype)")
+    return params
 
 
 def chief(config: cli.Config, widths_: tuple[int, ...], hosts: list[str], steps: int) -> Start:
@@ -72,7 +77,7 @@ def chief(config: cli.Config, widths_: tuple[int, ...], hosts: list[str], steps:
 def other(config: cli.Config, widths_: tuple[int, ...]) -> Start:
     """Any other rank's start: placeholders of the right shapes, replaced by rank 0's."""
     from .model import random_params
-    return Start(random_params(widths_, config.seed), None, 0, outputs.Reporter())
+    return Start(random_params(widths_, config.seed, config.dtype), None, 0, outputs.Reporter())
 
 
 def checkpoint_dir(config: cli.Config) -> str:
@@ -91,10 +96,14 @@ def _resumed(config: cli.Config, ranks: int, widths_: tuple[int, ...]) -> tuple:
         return None, None, 0
     params, slots, meta = found
     where = f"checkpoint of step {meta['step']}"
-    params = check_params(params, widths_, where)
+    made_in = meta.get("dtype") or params["W1"].dtype.name  # older checkpoints: from W1
+    params = check_params(params, widths_, where, config.dtype)
     if meta["optimizer"] != config.optimizer:
         raise JobError(f"{where} was made with --optimizer {meta['optimizer']}, "
                        f"this run uses {config.optimizer}")
+    if made_in != config.dtype:  # its slots and its exact resume are of that precision
+        raise JobError(f"{where} was made with --dtype {made_in}, this run uses "
+                       f"{config.dtype}: resume with --dtype {made_in}")
     if meta["ranks"] != ranks:
         outputs.warn(f"resuming a {meta['ranks']}-rank run on {ranks} ranks: full-batch "
                      "steps are unchanged, mini-batches from here on differ from the original's")

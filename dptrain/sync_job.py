@@ -65,7 +65,7 @@ def _checkpointer(config: cli.Config, world: distributed.World, widths: tuple, m
 
     def save(step: int) -> None:
         meta = {"config": config.as_dict(), "widths": list(widths), "ranks": world.size,
-                "optimizer": config.optimizer}
+                "optimizer": config.optimizer, "dtype": config.dtype}
         checkpoint.save(startup.checkpoint_dir(config), step, model.params(), opt.state(), meta,
                         config.keep_checkpoints)
     return save

@@ -41,10 +41,11 @@ def descend(p: dict, x: np.ndarray, y: np.ndarray, lr: float, steps: int,
     return logged
 
 
-def seed_data(n: int) -> tuple[np.ndarray, np.ndarray]:
-    """The seed problem, built whole: x = linspace(-2, 2, n), y = x^2, as columns."""
+def seed_data(n: int, dtype: type = np.float64) -> tuple[np.ndarray, np.ndarray]:
+    """The seed problem, built whole: x = linspace(-2, 2, n), y = x^2, as columns, rounded to
+    dtype. Every function here computes in the dtype of what it is given."""
     x = np.linspace(-2.0, 2.0, n).reshape(-1, 1)
-    return x, x ** 2
+    return x.astype(dtype), (x ** 2).astype(dtype)
 
 
 def draw_params(hidden: int, seed: int) -> dict:

@@ -17,8 +17,8 @@ from conftest import relative_gap, run, save_npz, tagged_pids
 
 
 def async_run(np_: int, out: Path, *flags: str, timeout: float = 180):
-    res = run(launch_cmd("mpirun", np_, "--mode", "async", "--output-dir", str(out), *flags),
-              timeout=timeout)
+    res = run(launch_cmd("mpirun", np_, "--mode", "async", "--dtype", "float64", "--output-dir",
+                         str(out), *flags), timeout=timeout)
     assert res.rc == 0, res.stdout + res.stderr
     return res
 

@@ -11,6 +11,7 @@ import pytest
 from conftest import ROOT, launch_cmd, read_metrics, relative_gap, run
 
 STEPS = 5000  # long enough for the killed worker to come back before the end
+JOB = ("--steps", str(STEPS), "--dtype", "float64")  # float64: compared to rounding (1e-9)
 
 
 def local_names() -> list[str]:
@@ -29,13 +30,13 @@ def test_a_killed_worker_is_survived_and_replaced(tmp_path) -> None:
     hosts = tmp_path / "hosts"
     hosts.write_text("".join(f"{name}:1\n" for name in local_names()))
     reference = tmp_path / "reference.jsonl"
-    res = run(launch_cmd("none", 1, "--steps", str(STEPS), "--metrics", str(reference)),
+    res = run(launch_cmd("none", 1, *JOB, "--metrics", str(reference)),
               timeout=120)
     assert res.rc == 0, res.stderr
     metrics = tmp_path / "elastic.jsonl"
     elastic = ("--min-np", "2", "--max-np", "3", "--host-discovery-script",
                str(ROOT / "scripts" / "discover_hosts.sh"), "--blacklist-cooldown-range", "1", "2")
-    res = run(launch_cmd("horovodrun-gloo", 3, "--elastic", "--steps", str(STEPS), "--metrics",
+    res = run(launch_cmd("horovodrun-gloo", 3, "--elastic", *JOB, "--metrics",
                          str(metrics), options=elastic), timeout=240,
               env={"HOSTS_FILE": str(hosts), "HOROVOD_GLOO_TIMEOUT_SECONDS": "10",
                    "PYTHONPATH": str(ROOT / "tests" / "faults"), "DPTRAIN_FAULT": "kill:2:600",

@@ -58,7 +58,7 @@ def damaged(draw, original: bytes) -> bytes:
 
 def load_data(path: pathlib.Path) -> None:
     """What a rank does with --data: open, then read its rows; JobError is the only way out."""
-    f = open_source(str(path), None, 0)
+    f = open_source(str(path), None, 0, np.float64)
     x, y = f.read(0, f.rows)
     assert x.shape == (f.rows, f.inputs) and y.shape == (f.rows, f.outputs)
     assert np.all(np.isfinite(x)) and np.all(np.isfinite(y))
@@ -126,7 +126,7 @@ def test_damaged_weights_files_fail_cleanly(tmp_path) -> None:
         path = tmp_path / "w.npz"
         path.write_bytes(data)
         try:
-            got = load_params(str(path), (1, 5, 1))
+            got, _ = load_params(str(path), (1, 5, 1), np.float64)
         except JobError as e:
             assert str(e).startswith(f"--init-weights {path}") and "\n" not in str(e)
             return
@@ -155,7 +155,7 @@ def test_pickled_payloads_are_never_unpickled(tmp_path) -> None:
         arrays = {k: f[k] for k in f.files}
     np.savez(path, **(arrays | {"param.W1": evil}))  # a checkpoint carrying the payload
     for load in (lambda: load_data(tmp_path / "evil.npy"), lambda: load_data(tmp_path / "evil.npz"),
-                 lambda: load_params(str(tmp_path / "evil-weights.npz"), (1, 5, 1)),
+                 lambda: load_params(str(tmp_path / "evil-weights.npz"), (1, 5, 1), np.float64),
                  lambda: checkpoint.load(path)):
         with pytest.raises(JobError):
             load()

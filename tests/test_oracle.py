@@ -31,9 +31,16 @@ def hvd_single():
     return distributed.start(cost=0)
 
 
+# (loss rtol, loss atol as a fraction of the first loss, weights rtol, weights atol) per dtype:
+# float64 agrees to rounding; float32 runs the oracle in float32 too, and the two differ by
+# float32 rounding in other orders (u = 6e-8 a sum term), over 300 steps.
+TOLERANCES = {np.float64: (1e-10, 1e-12, 1e-12, 1e-15), np.float32: (2e-5, 1e-6, 1e-5, 1e-7)}
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32], ids=lambda d: d.__name__)
 @pytest.mark.parametrize("xla", [False, True])
 @pytest.mark.parametrize("n", [50, 7, 1])
-def test_tensorflow_step_matches_oracle(hvd_single, n: int, xla: bool) -> None:
+def test_tensorflow_step_matches_oracle(hvd_single, n: int, xla: bool, dtype: type) -> None:
     from dptrain.batches import Schedule
     from dptrain.data import Parabola, load_shard
     from dptrain.model import MLP
@@ -43,12 +50,13 @@ def test_tensorflow_step_matches_oracle(hvd_single, n: int, xla: bool) -> None:
     def trainer(p: dict) -> Trainer:
         model = MLP(p)
         opt = Optimizer(model.weights, model.names, Hyper("sgd", 0.01))
-        shard = load_shard(Parabola(n), 1, 0)
+        shard = load_shard(Parabola(n, dtype), 1, 0)
         return Trainer(model, opt, shard.x, shard.y, n, Schedule(n, 1, 0, n, n, 0, False), xla)
 
-    p = oracle.draw_params(5, n)
+    loss_rtol, loss_atol, w_rtol, w_atol = TOLERANCES[dtype]
+    p = {k: v.astype(dtype) for k, v in oracle.draw_params(5, n).items()}
     t = trainer(p)
-    xo, yo = oracle.seed_data(n)
+    xo, yo = oracle.seed_data(n, dtype)
     expected = oracle.descend(p, xo, yo, 0.01, 300, 1)
     got = []
     for k in range(300):
@@ -57,16 +65,18 @@ def test_tensorflow_step_matches_oracle(hvd_single, n: int, xla: bool) -> None:
     got.append(t.full_loss())
     want = [loss for _, loss in expected]
     # atol: a 1-point fit reaches losses of 1e-30, where only absolute rounding is meaningful.
-    np.testing.assert_allclose(got, want, rtol=1e-10, atol=1e-12 * want[0])
+    np.testing.assert_allclose(got, want, rtol=loss_rtol, atol=loss_atol * want[0])
     g = oracle.gradient(p, xo, yo)
     one = trainer(p)
     one.advance(0, 1)
     for k, v in one.model.params().items():
-        np.testing.assert_allclose(v, p[k] - 0.01 * g[k], rtol=1e-12, atol=1e-15)
+        assert v.dtype == dtype
+        np.testing.assert_allclose(v, p[k] - dtype(0.01) * g[k], rtol=w_rtol, atol=w_atol)
     # 300 updates in one compiled call: the same descent as 300 calls.
     many = trainer(p)
     assert many.advance(0, 300) == 300
-    np.testing.assert_allclose(many.full_loss(), want[-1], rtol=1e-10, atol=1e-12 * want[0])
+    np.testing.assert_allclose(many.full_loss(), want[-1], rtol=loss_rtol,
+                               atol=loss_atol * want[0])
 
 
 @pytest.mark.parametrize("xla", [False, True])
@@ -98,7 +108,7 @@ def test_the_loop_logs_saves_and_stops_where_its_plan_says(hvd_single) -> None:
 
     p = oracle.draw_params(5, 11)
     model = MLP(p)
-    shard = load_shard(Parabola(50), 1, 0)
+    shard = load_shard(Parabola(50, np.float64), 1, 0)
     t = Trainer(model, Optimizer(model.weights, model.names, Hyper("sgd", 0.01)), shard.x,
                 shard.y, 50, Schedule(50, 1, 0, 50, 50, 0, False))
     logged, saved = [], []

@@ -13,7 +13,8 @@ def test_output_dir_holds_config_metrics_and_final_weights(tmp_path) -> None:
     p = oracle.draw_params(4, 9)
     init = save_npz(tmp_path / "init.npz", p)
     out = tmp_path / "run"
-    cmd = launch_cmd("mpirun", 2, "--hidden", "4", "--n-points", "9", "--steps", "120",
+    cmd = launch_cmd("mpirun", 2, "--dtype", "float64", "--hidden", "4", "--n-points", "9",
+                     "--steps", "120",
                      "--log-every", "40", "--init-weights", str(init), "--output-dir", str(out))
     res = run(cmd, timeout=120)
     assert res.rc == 0, res.stderr
@@ -31,7 +32,8 @@ def test_output_dir_holds_config_metrics_and_final_weights(tmp_path) -> None:
         for k in expected:
             np.testing.assert_allclose(f[k], expected[k], rtol=1e-10)
     # The final weights are a valid starting point: zero steps from them logs the final loss.
-    res = run(launch_cmd("none", 1, "--hidden", "4", "--n-points", "9", "--steps", "0",
+    res = run(launch_cmd("none", 1, "--dtype", "float64", "--hidden", "4", "--n-points", "9",
+                         "--steps", "0",
                          "--init-weights", str(out / "weights.npz"), "--metrics",
                          str(tmp_path / "m0")))
     assert res.rc == 0, res.stderr
@@ -82,3 +84,20 @@ def test_replot_of_a_non_run_directory_fails_cleanly(tmp_path) -> None:
     res = run([PYTHON, "-m", "dptrain.plot", str(tmp_path)], timeout=60)
     assert res.rc == 2
     assert len(res.error_lines()) == 1 and "not a finished run directory" in res.stderr
+
+
+def test_float32_run_converts_float64_weights_once_and_writes_float32(tmp_path) -> None:
+    """--init-weights in float64 for a float32 run (the default): converted, said once for
+    all ranks; every output and checkpoint then holds float32."""
+    init = save_npz(tmp_path / "init.npz", oracle.draw_params(5, 3))
+    out = tmp_path / "run"
+    res = run(launch_cmd("mpirun", 2, "--steps", "20", "--checkpoint-every", "10",
+                         "--init-weights", str(init), "--output-dir", str(out)), timeout=120)
+    assert res.rc == 0, res.stderr
+    said = (res.stdout + res.stderr).count("float64 arrays converted to float32 (--dtype)")
+    assert said == 1, res.stderr
+    assert json.loads((out / "config.json").read_text())["dtype"] == "float32"
+    for path in [out / "weights.npz", *sorted((out / "checkpoints").glob("ckpt-*.npz"))]:
+        with np.load(path, allow_pickle=False) as f:
+            floats = {k: f[k].dtype for k in f.files if f[k].dtype.kind == "f"}
+        assert floats and set(floats.values()) == {np.dtype(np.float32)}, (path, floats)

@@ -12,7 +12,7 @@ import numpy as np
 from conftest import ROOT, TAG_VAR, job_env, kill_tagged, launch_cmd, read_metrics, run
 
 def flags(steps: int = 600) -> list[str]:
-    return ["--batch-size", "8", "--optimizer", "adam", "--lr", "0.02", "--steps", str(steps),
+    return ["--dtype", "float64", "--batch-size", "8", "--optimizer", "adam", "--lr", "0.02", "--steps", str(steps),
             "--checkpoint-every", "100", "--log-every", "25"]
 
 
@@ -78,7 +78,8 @@ def test_damaged_checkpoints_are_skipped_with_a_warning(tmp_path) -> None:
 
 def test_resuming_on_other_ranks_says_so_and_full_batch_is_unchanged(tmp_path) -> None:
     out = tmp_path / "fb"
-    flags = ["--steps", "300", "--checkpoint-every", "100", "--log-every", "50"]
+    flags = ["--dtype", "float64", "--steps", "300", "--checkpoint-every", "100", "--log-every",
+             "50"]
     res = run(launch_cmd("mpirun", 2, *flags, "--output-dir", str(out)), timeout=120)
     assert res.rc == 0, res.stderr
     whole = read_metrics(out / "metrics.jsonl")

@@ -34,7 +34,7 @@ def test_blocks_partition_any_size(n: int, size: int) -> None:
 def test_shards_equal_rows_of_linspace(size: int) -> None:
     for n in range(1, 61):
         full = np.linspace(-2.0, 2.0, n)
-        parts = [load_shard(Parabola(n), size, r) for r in range(size)]
+        parts = [load_shard(Parabola(n, np.float64), size, r) for r in range(size)]
         x = np.concatenate([p.x[:, 0] for p in parts])
         y = np.concatenate([p.y[:, 0] for p in parts])
         np.testing.assert_array_equal(x, full)  # bit for bit, not approximately
@@ -44,7 +44,7 @@ def test_shards_equal_rows_of_linspace(size: int) -> None:
 def test_a_rank_never_builds_the_whole_data_set() -> None:
     n, size = 10_000_000, 100
     tracemalloc.start()
-    shard = load_shard(Parabola(n), size, 57)
+    shard = load_shard(Parabola(n, np.float64), size, 57)
     x, y = shard.x, shard.y
     peak = tracemalloc.get_traced_memory()[1]
     tracemalloc.stop()
@@ -71,11 +71,11 @@ def test_every_file_format_reads_the_same_shards_as_the_built_in_data(ext, tmp_p
         np.savez(path, x=x, y=x * x)
     else:  # repr round-trips a float64 exactly
         path.write_text("x,y\n" + "".join(f"{float(a)!r},{float(a * a)!r}\n" for a in x[:, 0]))
-    source = open_source(str(path), None, 0)
+    source = open_source(str(path), None, 0, np.float64)
     assert (source.rows, source.inputs, source.outputs) == (n, 1, 1)
     for size in (1, 3, 4):
         for rank in range(size):
-            got, want = load_shard(source, size, rank), load_shard(Parabola(n), size, rank)
+            got, want = load_shard(source, size, rank), load_shard(Parabola(n, np.float64), size, rank)
             np.testing.assert_array_equal(got.x, want.x)
             np.testing.assert_array_equal(got.y, want.y)
             assert got.n_total == n

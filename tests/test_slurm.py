@@ -12,6 +12,7 @@ from conftest import launch_cmd
 from slurm_cluster import LocalSlurm, missing_reason
 
 STEPS = 200
+JOB = ("--steps", str(STEPS), "--dtype", "float64")  # float64: compared to rounding (1e-9)
 LOSS_LINE = re.compile(r"step\s+(\d+)\s+loss\s+(\S+)")
 
 
@@ -40,7 +41,7 @@ def init(tmp_path_factory):
 def reference(init, tmp_path_factory) -> list[tuple[int, float]]:
     """The same job as one plain process."""
     metrics = tmp_path_factory.mktemp("ref") / "m.jsonl"
-    res = run(launch_cmd("none", 1, "--steps", str(STEPS), "--init-weights", str(init),
+    res = run(launch_cmd("none", 1, *JOB, "--init-weights", str(init),
                          "--metrics", str(metrics)))
     assert res.rc == 0, res.stderr
     return [(r["step"], r["loss"]) for r in read_metrics(metrics)]
@@ -65,7 +66,7 @@ def logged_losses(log: str) -> list[tuple[int, float]]:
 @pytest.mark.parametrize("launcher", ["srun", "mpirun"])
 def test_batch_job_completes_with_single_process_losses(slurm, tmp_path, init, reference,
                                                         sbatch_args, launcher) -> None:
-    state, log = submit(slurm, tmp_path, sbatch_args, ["--steps", str(STEPS), "--init-weights",
+    state, log = submit(slurm, tmp_path, sbatch_args, [*JOB, "--init-weights",
                         str(init)], env={"LAUNCHER": launcher})
     assert state == "COMPLETED", log
     ntasks = sbatch_args[1]

@@ -20,7 +20,7 @@ RUNS = itertools.count()
 def mpirun(np_: int, *flags: str, tmp, timeout: float = 180) -> list[dict]:
     """train.py on np_ ranks; its metrics records."""
     metrics = tmp / f"metrics-{next(RUNS)}.jsonl"
-    cmd = launch_cmd("mpirun", np_, *flags, "--metrics", str(metrics))
+    cmd = launch_cmd("mpirun", np_, "--dtype", "float64", *flags, "--metrics", str(metrics))
     res = run(cmd, timeout=timeout)
     assert res.rc == 0, res.stdout + res.stderr
     return read_metrics(metrics)

@@ -11,6 +11,7 @@ from conftest import BIN, launch_cmd, read_metrics, relative_gap, run, save_npz
 from netns_hosts import NIC, SUBNET, TwoHosts, missing_reason
 
 STEPS = 500
+JOB = ("--steps", str(STEPS), "--dtype", "float64")  # float64: compared to rounding (1e-9)
 ACROSS = "ranks 2 on 2 hosts: h1 [0], h2 [1]"
 
 
@@ -35,7 +36,7 @@ def init(tmp_path_factory):
 @pytest.fixture(scope="module")
 def single(init, tmp_path_factory) -> list[dict]:
     metrics = tmp_path_factory.mktemp("single") / "m.jsonl"
-    res = run(launch_cmd("none", 1, "--steps", str(STEPS), "--init-weights", str(init),
+    res = run(launch_cmd("none", 1, *JOB, "--init-weights", str(init),
                          "--metrics", str(metrics)))
     assert res.rc == 0, res.stderr
     return read_metrics(metrics)
@@ -65,7 +66,7 @@ def test_launch_sh_with_a_hostfile(hosts, init, single, tmp_path) -> None:
     # mpirun starts its daemons with the `ssh` on PATH: the test's wrapper, which reads the
     # test's ssh_config (Open MPI 5 ignores Open MPI 4's -mca plm_rsh_args).
     mpirun_args = f"-mca btl_tcp_if_include {SUBNET}.0/24 -mca oob_tcp_if_include {SUBNET}.0/24"
-    res = run(launch_cmd("launch.sh", 2, "--steps", str(STEPS), "--init-weights", str(init),
+    res = run(launch_cmd("launch.sh", 2, *JOB, "--init-weights", str(init),
                          "--metrics", str(metrics)),
               env={"HOSTFILE": str(hostfile), "MPIRUN_ARGS": mpirun_args,
                    "PATH": f"{hosts.bin}:{BIN}:/usr/sbin:/usr/bin:/sbin:/bin"}, timeout=180)
@@ -76,7 +77,7 @@ def test_launch_sh_with_a_hostfile(hosts, init, single, tmp_path) -> None:
 @pytest.mark.parametrize("controller", ["--gloo", "--mpi"])
 def test_horovodrun_across_hosts(controller, hosts, init, single, tmp_path) -> None:
     metrics = tmp_path / "m.jsonl"
-    res = run(launch_cmd(f"horovodrun-{controller[2:]}", 2, "--steps", str(STEPS),
+    res = run(launch_cmd(f"horovodrun-{controller[2:]}", 2, *JOB,
                          "--init-weights", str(init), "--metrics", str(metrics),
                          options=("-H", "h1:1,h2:1", "--network-interface", NIC)),
               env={"PATH": f"{hosts.bin}:{BIN}:/usr/sbin:/usr/bin:/sbin:/bin"}, timeout=180)
