@@ -2,7 +2,7 @@
 # make test  - set up if needed, then run the test suite (all of it, about 15 min)
 # make test-fast - the tests that start no launcher (oracle, slicing, loaders, CLI, in-process
 #   step, single-process example; under 3 min)
-# make bench - set up if needed, then bench/compare.py and bench/timeline.py (about 6 min)
+# make bench - set up if needed, then bench/compare.py and bench/timeline.py (about 17 min)
 # make setup - system MPI + .venv + patched Horovod (idempotent; scripts/setup.sh)
 # make horovod-tests HOROVOD_TESTS=DIR - Horovod's own TensorFlow suite against our build
 # make debian13-check - the set-up and the seed job in a fresh Debian 13 root (root only;

@@ -8,8 +8,8 @@ import common
 
 def main() -> None:
     a = common.parse(__doc__)
-    w = [tf.Variable(v) for v in common.init_weights(a.init_weights).values()]
-    xn, yn = common.rows(a.n_points, 0, a.n_points)
+    w = [tf.Variable(v) for v in common.init_weights(a.init_weights, a.dtype).values()]
+    xn, yn = common.rows(a.n_points, 0, a.n_points, a.dtype)
     x, y = tf.constant(xn), tf.constant(yn)
 
     def mse() -> tf.Tensor:

@@ -27,20 +27,22 @@ def parse(description: str, xla: bool = False) -> argparse.Namespace:
     p.add_argument("--steps", type=int, required=True)
     p.add_argument("--log-every", type=int, required=True)
     p.add_argument("--init-weights", required=True)
+    p.add_argument("--dtype", choices=("float32", "float64"), default="float64")
     p.add_argument("--out", required=True, help="result prefix: PREFIX-rankR.json")
     return p.parse_args()
 
 
-def init_weights(path: str) -> dict[str, np.ndarray]:
-    """The shared initial weights."""
+def init_weights(path: str, dtype: str) -> dict[str, np.ndarray]:
+    """The shared initial weights, in the run's dtype."""
     with np.load(path, allow_pickle=False) as f:
-        return {k: f[k] for k in NAMES}
+        return {k: f[k].astype(dtype) for k in NAMES}
 
 
-def rows(n: int, lo: int, hi: int) -> tuple[np.ndarray, np.ndarray]:
-    """Rows [lo, hi) of x = linspace(-2, 2, n), y = x^2, as columns."""
+def rows(n: int, lo: int, hi: int, dtype: str) -> tuple[np.ndarray, np.ndarray]:
+    """Rows [lo, hi) of x = linspace(-2, 2, n), y = x^2, as columns (computed in float64 and
+    rounded to dtype, as train.py's built-in data)."""
     x = np.linspace(-2.0, 2.0, n)[lo:hi].reshape(-1, 1)
-    return x, x * x
+    return x.astype(dtype), (x * x).astype(dtype)
 
 
 def timed_loop(step: Callable[[], None], loss: Callable[[], float], steps: int,

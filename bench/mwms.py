@@ -21,8 +21,8 @@ def main() -> None:
     ring = tf.distribute.experimental.CommunicationOptions(
         implementation=tf.distribute.experimental.CommunicationImplementation.RING)
     strategy = tf.distribute.MultiWorkerMirroredStrategy(communication_options=ring)
-    w = [tf.Variable(v) for v in common.init_weights(a.init_weights).values()]
-    xn, yn = common.rows(a.n_points, *common.bounds(a.n_points, size, rank))
+    w = [tf.Variable(v) for v in common.init_weights(a.init_weights, a.dtype).values()]
+    xn, yn = common.rows(a.n_points, *common.bounds(a.n_points, size, rank), a.dtype)
     x, y = tf.constant(xn), tf.constant(yn)
 
     def sq_sum() -> tf.Tensor:

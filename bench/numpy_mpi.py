@@ -11,9 +11,9 @@ def main() -> None:
     a = common.parse(__doc__)
     comm = MPI.COMM_WORLD
     rank, size, n = comm.Get_rank(), comm.Get_size(), a.n_points
-    W1, b1, W2, b2 = common.init_weights(a.init_weights).values()
-    x, y = common.rows(n, *common.bounds(n, size, rank))
-    grad = np.empty(W1.size + b1.size + W2.size + b2.size)
+    W1, b1, W2, b2 = common.init_weights(a.init_weights, a.dtype).values()
+    x, y = common.rows(n, *common.bounds(n, size, rank), a.dtype)
+    grad = np.empty(W1.size + b1.size + W2.size + b2.size, a.dtype)
 
     def step() -> None:
         h = np.tanh(x @ W1 + b1)
