@@ -57,26 +57,12 @@ class Parabola:
         return x[::stride], y[::stride]
 
 
-class File:
-    """The user's --data file as a Source (formats and their checks: datafile.DataFile)."""
-
-    def __init__(self, path: str, target: str | None, dtype: np.dtype):
-        self.file, self.dtype = DataFile(path, target), dtype  # JobError names a problem
-        self.rows, self.inputs, self.outputs = self.file.rows, self.file.inputs, self.file.outputs
-
-    def read(self, start: int, stop: int) -> tuple[np.ndarray, np.ndarray]:
-        return self.file.read(start, stop, self.dtype)
-
-    def every(self, stride: int) -> tuple[np.ndarray, np.ndarray]:
-        return self.file.every(stride, self.dtype)
-
-
 def open_source(data: str | None, target: str | None, n_points: int,
                 dtype: np.dtype) -> Source:
     """The run's data in the run's dtype: the --data file if one is given, else the built-in
     parabola."""
     dtype = np.dtype(dtype)
-    return Parabola(n_points, dtype) if data is None else File(data, target, dtype)
+    return Parabola(n_points, dtype) if data is None else DataFile(data, target, dtype)
 
 
 def shard_bounds(n: int, size: int, rank: int) -> tuple[int, int]:

@@ -20,10 +20,11 @@ EXTENSIONS = (".npy", ".npz", ".csv")
 
 
 class DataFile:
-    """A data file opened for row-range reads; every problem raises one JobError line."""
+    """A data file opened for row-range reads in a given dtype (a data.Source); every problem
+    raises one JobError line."""
 
-    def __init__(self, path: str, target: str | None = None):
-        self.path, self.target = path, target
+    def __init__(self, path: str, target: str | None, dtype: np.dtype):
+        self.path, self.target, self.dtype = path, target, dtype
         self.ext = os.path.splitext(path)[1].lower()
         if self.ext not in EXTENSIONS:
             self._fail(f"unknown extension '{self.ext or '(none)'}' (use {', '.join(EXTENSIONS)})")
@@ -94,23 +95,23 @@ class DataFile:
             self._fail(f"no column named '{self.target}' (columns: {', '.join(self.columns)})")
         return _count_lines(self.path) - 1, len(self.columns) - 1, 1
 
-    def read(self, start: int, stop: int, dtype: type) -> tuple[np.ndarray, np.ndarray]:
-        """Rows [start, stop) as (x, y) of this dtype, checked to be finite."""
+    def read(self, start: int, stop: int) -> tuple[np.ndarray, np.ndarray]:
+        """Rows [start, stop) as (x, y) of the dtype, checked to be finite."""
         with self._text_errors():
             x, y = getattr(self, f"_read_{self.ext[1:]}")(start, stop)
-        x, y = np.ascontiguousarray(x, dtype), np.ascontiguousarray(y, dtype)
+        x, y = np.ascontiguousarray(x, self.dtype), np.ascontiguousarray(y, self.dtype)
         bad = ~(np.isfinite(x).all(axis=1) & np.isfinite(y).all(axis=1))
         if bad.any():
             self._fail(f"row {start + int(np.argmax(bad))} holds NaN or infinite values")
         return x, y
 
-    def every(self, stride: int, dtype: type) -> tuple[np.ndarray, np.ndarray]:
+    def every(self, stride: int) -> tuple[np.ndarray, np.ndarray]:
         """Every stride-th row as (x, y), for figures; .npy and .npz without a full copy."""
         if self.ext == ".csv":  # no random access into text: read it all, keep every stride-th
-            x, y = self.read(0, self.rows, dtype)
+            x, y = self.read(0, self.rows)
             return x[::stride], y[::stride]
         src = self._array if self.ext == ".npy" else np.hstack([self._x, self._y])
-        rows = np.asarray(src[::stride], dtype)
+        rows = np.asarray(src[::stride], self.dtype)
         return rows[:, :self.inputs], rows[:, self.inputs:]
 
     def _read_npy(self, start: int, stop: int) -> tuple[np.ndarray, np.ndarray]:
