@@ -12,6 +12,7 @@ from collections.abc import Callable
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from dptrain.data import Parabola  # noqa: E402 (the project's built-in data, tested)
 from dptrain.data import shard_bounds as bounds  # noqa: E402,F401 (the project's slicing, tested)
 
 LR = 0.01
@@ -39,10 +40,9 @@ def init_weights(path: str, dtype: str) -> dict[str, np.ndarray]:
 
 
 def rows(n: int, lo: int, hi: int, dtype: str) -> tuple[np.ndarray, np.ndarray]:
-    """Rows [lo, hi) of x = linspace(-2, 2, n), y = x^2, as columns (computed in float64 and
-    rounded to dtype, as train.py's built-in data)."""
-    x = np.linspace(-2.0, 2.0, n)[lo:hi].reshape(-1, 1)
-    return x.astype(dtype), (x * x).astype(dtype)
+    """Rows [lo, hi) of x = linspace(-2, 2, n), y = x^2, as columns in dtype: train.py's
+    built-in data, so every competitor trains on the same bits."""
+    return Parabola(n, np.dtype(dtype)).read(lo, hi)
 
 
 def timed_loop(step: Callable[[], None], loss: Callable[[], float], steps: int,
