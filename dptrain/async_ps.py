@@ -185,7 +185,7 @@ def main(config, source) -> None:
     from . import startup
     from .data import load_shard
     from .errors import fail
-    from .model import param_shapes
+    from .model import Builtin, param_shapes
     comm = MPI.COMM_WORLD
     rank, size = comm.Get_rank(), comm.Get_size()
     if size < 2:
@@ -194,7 +194,8 @@ def main(config, source) -> None:
     widths = startup.widths(config, source)
     # Every fallible step is collective, so a failure on any rank stops all of them at once.
     shard = _agree(comm, lambda: load_shard(source, workers, rank - 1) if rank else None)
-    begin = _agree(comm, lambda: None if rank else startup.chief(config, widths, hosts,
+    layout = Builtin(widths, config.seed, config.dtype)
+    begin = _agree(comm, lambda: None if rank else startup.chief(config, layout, hosts,
                                                                  config.steps))
     on_host = comm.Split_type(MPI.COMM_TYPE_SHARED).Get_size()  # collective: every rank
     if rank:

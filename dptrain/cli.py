@@ -13,6 +13,8 @@ from .errors import fail
 DEFAULT_STEPS = 2000
 OPTIMIZERS = ("sgd", "momentum", "adam")  # dptrain/optim.py implements them
 DTYPES = ("float32", "float64")  # float32 as TensorFlow and the seed program
+LOSSES = ("mse", "crossentropy")  # dptrain/losses.py implements them
+COMPRESSIONS = ("none", "fp16")  # Horovod's Compression.none / .fp16
 
 
 @dataclass(frozen=True)
@@ -31,6 +33,10 @@ class Config:
     beta2: float
     eps: float
     hidden: tuple[int, ...]
+    model: str | None
+    loss: str
+    accumulate: int
+    compression: str
     dtype: str
     seed: int
     log_every: int
@@ -113,7 +119,19 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--beta2", type=float, default=0.999, help="adam: second-moment decay")
     t.add_argument("--eps", type=float, default=1e-8, help="adam: denominator epsilon")
     t.add_argument("--hidden", type=_widths, default=(5,), metavar="H[,H...]",
-                   help="tanh units per hidden layer, e.g. 5 or 16,16")
+                   help="tanh units per hidden layer of the built-in network, e.g. 5 or 16,16")
+    t.add_argument("--model", metavar="FILE.py:FUNCTION", help="train your own Keras 3 model "
+                   "instead: FUNCTION(input_shape, n_outputs) returns it (also "
+                   "package.module:FUNCTION; docs/models.md)")
+    t.add_argument("--loss", choices=LOSSES, default="mse", help="mse: mean squared error; "
+                   "crossentropy: softmax cross-entropy of the outputs (logits) against integer "
+                   "class targets 0..K-1, with accuracy logged")
+    t.add_argument("--accumulate", type=int, default=1, metavar="K",
+                   help="compute each rank's part of an update in K micro-batches (K backward "
+                   "passes, one allreduce): the same update in less memory")
+    t.add_argument("--compression", choices=COMPRESSIONS, default="none",
+                   help="fp16: gradients travel as float16 in the allreduce (half the bytes, "
+                   "float16 rounding)")
     t.add_argument("--dtype", choices=DTYPES, default="float32", help="precision of data, "
                    "weights, optimizer state and outputs; float64 makes P ranks agree with one "
                    "process to rounding (1e-15) instead of float32's (1e-6)")
@@ -165,6 +183,7 @@ def _check(a: argparse.Namespace) -> None:
         (math.isfinite(a.eps) and a.eps > 0, f"--eps must be a positive number, got {a.eps}"),
         (all(h >= 1 for h in a.hidden), f"--hidden must be >= 1 per layer, got "
          f"{','.join(map(str, a.hidden))}"),
+        (a.accumulate >= 1, f"--accumulate must be >= 1, got {a.accumulate}"),
         (a.steps_per_call >= 0, f"--steps-per-call must be >= 0, got {a.steps_per_call}"),
         (a.steps_per_call <= 1 or a.batch_size is None,
          "--steps-per-call above 1 needs full-batch training (no --batch-size)"),
@@ -183,6 +202,11 @@ def _check(a: argparse.Namespace) -> None:
                            and not (a.checkpoint_every or a.resume)),
          "--elastic trains full-batch in sync mode: no --mode async, --batch-size, "
          "--checkpoint-every or --resume"),
+        (not (a.elastic or a.mode == "async") or not (
+            a.model or a.loss != "mse" or a.accumulate > 1 or a.compression != "none"),
+         f"--{'elastic' if a.elastic else 'mode async'} trains the built-in network on --loss "
+         "mse: no --model, --loss crossentropy, --accumulate or --compression (sync mode has "
+         "them)"),
         (a.target is None or (a.data or "").lower().endswith(".csv"),
          "--target applies to a .csv --data file only"),
     ]

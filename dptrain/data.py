@@ -12,6 +12,7 @@ from typing import Protocol
 import numpy as np
 
 from .datafile import DataFile
+from .errors import JobError
 
 X_LO, X_HI = -2.0, 2.0
 
@@ -21,18 +22,22 @@ class Source(Protocol):
     rows × outputs."""
 
     rows: int
-    inputs: int
+    inputs: int  # values per row of x: the product of input_shape
+    input_shape: tuple[int, ...]  # one row of x, e.g. (8, 8, 1) for images
     outputs: int
 
     def read(self, start: int, stop: int) -> tuple[np.ndarray, np.ndarray]: ...
 
     def every(self, stride: int) -> tuple[np.ndarray, np.ndarray]: ...
 
+    def targets(self) -> np.ndarray: ...
+
 
 class Parabola:
     """The seed data set: x = linspace(-2, 2, n), y = x^2, built row range by row range."""
 
     inputs = outputs = 1
+    input_shape = (1,)
 
     def __init__(self, n: int, dtype: np.dtype):
         self.rows, self.dtype = n, dtype
@@ -55,6 +60,9 @@ class Parabola:
     def every(self, stride: int) -> tuple[np.ndarray, np.ndarray]:
         x, y = self.read(0, self.rows)
         return x[::stride], y[::stride]
+
+    def targets(self) -> np.ndarray:
+        return self.read(0, self.rows)[1]
 
 
 def open_source(data: str | None, target: str | None, n_points: int,
@@ -91,3 +99,23 @@ def load_shard(source: Source, size: int, rank: int) -> Shard:
 def sample(source: Source, at_most: int = 2000) -> tuple[np.ndarray, np.ndarray]:
     """Up to `at_most` evenly spaced rows, for figures."""
     return source.every(max(1, source.rows // at_most))
+
+
+MAX_EXACT_CLASS = 2**24  # float32 holds every integer up to here, so labels survive the cast
+
+
+def class_count(source: Source) -> int:
+    """K for targets that are class indices 0..K-1 (K = the largest + 1), for --loss
+    crossentropy; a JobError naming the first row whose target is not one."""
+    t = np.asarray(source.targets(), np.float64)
+    where = "--data " + source.path if isinstance(source, DataFile) else "the built-in data"
+    if t.ndim != 2 or t.shape[1] != 1:
+        raise JobError(f"{where}: --loss crossentropy needs one class index per row, the "
+                       f"targets have shape {t.shape}")
+    t = t[:, 0]
+    bad = ~np.isfinite(t) | (t != np.round(t)) | (t < 0) | (t >= MAX_EXACT_CLASS)
+    if bad.any():
+        row = int(np.argmax(bad))
+        raise JobError(f"{where}: row {row} has target {t[row]:g}; --loss crossentropy needs "
+                       f"integer class indices 0, 1, ..., K-1")
+    return int(t.max()) + 1

@@ -34,6 +34,7 @@ class DataFile:
             self._fail("file is empty")
         with self._text_errors():
             self.rows, self.inputs, self.outputs = getattr(self, f"_open_{self.ext[1:]}")()
+        self.input_shape: tuple[int, ...] = getattr(self, "input_shape", (self.inputs,))
         if self.rows == 0:
             self._fail("holds no data rows")
 
@@ -72,14 +73,16 @@ class DataFile:
         except Exception as e:  # noqa: BLE001
             self._fail(f"not a readable .npz file ({type(e).__name__}: {e})")
         x, y = (a.reshape(-1, 1) if a.ndim == 1 else a for a in (x, y))
-        for name, a in (("x", x), ("y", y)):
-            if a.ndim != 2 or not np.issubdtype(a.dtype, np.number):
-                self._fail(f"array '{name}' must be numeric with 1 or 2 dimensions, got "
-                           f"{a.dtype} {a.shape}")
+        if x.ndim < 2 or not np.issubdtype(x.dtype, np.number):  # rows first: N×d or N×H×W×C
+            self._fail(f"array 'x' must be numeric with rows first, got {x.dtype} {x.shape}")
+        if y.ndim != 2 or not np.issubdtype(y.dtype, np.number):
+            self._fail(f"array 'y' must be numeric with 1 or 2 dimensions, got "
+                       f"{y.dtype} {y.shape}")
         if len(x) != len(y):
             self._fail(f"x has {len(x)} rows but y has {len(y)}")
         self._x, self._y = x, y
-        return len(x), x.shape[1], y.shape[1]
+        self.input_shape = x.shape[1:]
+        return len(x), int(np.prod(x.shape[1:])), y.shape[1]
 
     def _open_csv(self) -> tuple[int, int, int]:
         with open(self.path, newline="", encoding="utf-8") as f:
@@ -100,7 +103,7 @@ class DataFile:
         with self._text_errors():
             x, y = getattr(self, f"_read_{self.ext[1:]}")(start, stop)
         x, y = np.ascontiguousarray(x, self.dtype), np.ascontiguousarray(y, self.dtype)
-        bad = ~(np.isfinite(x).all(axis=1) & np.isfinite(y).all(axis=1))
+        bad = ~(np.isfinite(x.reshape(len(x), -1)).all(axis=1) & np.isfinite(y).all(axis=1))
         if bad.any():
             self._fail(f"row {start + int(np.argmax(bad))} holds NaN or infinite values")
         return x, y
@@ -110,9 +113,19 @@ class DataFile:
         if self.ext == ".csv":  # no random access into text: read it all, keep every stride-th
             x, y = self.read(0, self.rows)
             return x[::stride], y[::stride]
-        src = self._array if self.ext == ".npy" else np.hstack([self._x, self._y])
-        rows = np.asarray(src[::stride], self.dtype)
+        if self.ext == ".npz":
+            return (np.asarray(self._x[::stride], self.dtype),
+                    np.asarray(self._y[::stride], self.dtype))
+        rows = np.asarray(self._array[::stride], self.dtype)
         return rows[:, :self.inputs], rows[:, self.inputs:]
+
+    def targets(self) -> np.ndarray:
+        """Every row's target as stored (not cast), rows × outputs: for checking class labels."""
+        if self.ext == ".npz":
+            return self._y
+        if self.ext == ".npy":  # the last column of the mapped file: every page is read once
+            return np.asarray(self._array[:, -1:])
+        return self.read(0, self.rows)[1]
 
     def _read_npy(self, start: int, stop: int) -> tuple[np.ndarray, np.ndarray]:
         rows = self._array[start:stop]  # a view of the mapped file: only these pages are read

@@ -31,7 +31,7 @@ class World:
         return self.rank == 0
 
 
-def start(cost: float) -> World:
+def start(cost: float | None) -> World:
     """Start Horovod (tuned for a step of `cost` multiply-adds, see runtime.fast_defaults),
     then configure TensorFlow for this rank before its runtime exists."""
     # Horovod: a collective that some rank never joins aborts the job instead of waiting

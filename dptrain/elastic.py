@@ -21,7 +21,6 @@ from . import distributed, runtime, startup, sync
 from .batches import Schedule
 from .data import Source, load_shard
 from .errors import JobError, fail
-from .model import MLP
 from .optim import Hyper, Optimizer
 from .outputs import Reporter, open_reporter, placement, say
 
@@ -55,7 +54,7 @@ class State(HorovodState):
 class Run:
     """This process's part of an elastic run: what outlives a reset of the ring."""
 
-    def __init__(self, config, source: Source, model: MLP, opt: Optimizer, xla: bool):
+    def __init__(self, config, source: Source, model, opt: Optimizer, xla: bool):
         self.config, self.source, self.model, self.opt, self.xla = config, source, model, opt, xla
         self.steps = config.total_steps(1)  # full batch: one step an epoch
         self.step = tf.Variable(0, dtype=tf.int64, trainable=False)
@@ -80,7 +79,8 @@ class Run:
         hosts = distributed.hostnames()  # a collective, but inside the loop: all ranks are here
         shard = load_shard(self.source, size, rank)
         trainer = sync.Trainer(self.model, self.opt, shard.x, shard.y, shard.n_total, Schedule(
-            shard.n_total, size, rank, len(shard.x), shard.n_total, c.seed, False), self.xla)
+            shard.n_total, size, rank, len(shard.x), shard.n_total, c.seed, False),
+            sync.StepOptions(xla=self.xla))
         if rank == 0 and k == 0 and self.reporter is None:
             self.reporter = open_reporter(c.as_dict(), hosts, self.steps, 0, False)
         elif self.reporter:
@@ -92,14 +92,13 @@ class Run:
 
 def main(config, source: Source) -> None:
     """--elastic: set up without collectives, then train inside Horovod's elastic loop."""
-    widths = startup.widths(config, source)
-    cost = startup.step_cost(source, widths)
+    cost = startup.step_cost(config, source)
     distributed.start(cost)  # Horovod: init, thread pools, one GPU per local rank
     try:  # every rank reads the same file or draws the same weights: no broadcast needed
-        params = startup.initial_params(config, widths)
+        layout, model = startup.network(config, source)
+        model.assign(startup.initial_params(config, layout))
     except JobError as e:
         fail(str(e))  # every rank fails alike; rank 0 says it
-    model = MLP(params)
     opt = Optimizer(model.weights, model.names, Hyper.of(config))
     run = Run(config, source, model, opt, runtime.use_xla(config.xla, cost))
     try:

@@ -6,6 +6,9 @@ hvd.DistributedGradientTape needs (TensorFlow >= 2.16). Weight files hold W1, b1
 """
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass
+
 import numpy as np
 import tensorflow as tf
 
@@ -45,10 +48,10 @@ def check_params(arrays: dict, widths: tuple[int, ...], where: str,
     return out
 
 
-def load_params(path: str, widths: tuple[int, ...],
-                dtype: np.dtype) -> tuple[dict[str, np.ndarray], str]:
-    """Read and check an --init-weights .npz for a network of these widths; (the arrays in
-    dtype, the dtypes the file stored them in)."""
+def load_params(path: str, check: Callable[[dict, str], dict[str, np.ndarray]]
+                ) -> tuple[dict[str, np.ndarray], str]:
+    """Read an --init-weights .npz and check it (a layout's check); (the checked arrays, the
+    dtypes the file stored them in)."""
     try:
         with np.load(path, allow_pickle=False) as f:
             arrays = {k: f[k] for k in f.files}
@@ -57,8 +60,29 @@ def load_params(path: str, widths: tuple[int, ...],
     except Exception as e:  # noqa: BLE001 (np.load raises many types for a non-.npz file)
         raise JobError(f"--init-weights {path}: not a readable .npz file "
                        f"({type(e).__name__})") from None
-    params = check_params(arrays, widths, f"--init-weights {path}", dtype)
+    params = check(arrays, f"--init-weights {path}")
     return params, ", ".join(sorted({arrays[k].dtype.name for k in params}))
+
+
+@dataclass(frozen=True)
+class Builtin:
+    """The built-in network's layout, without TensorFlow: its draw and its checks."""
+
+    widths: tuple[int, ...]
+    seed: int
+    dtype: str
+
+    def fresh(self) -> dict[str, np.ndarray]:
+        """The seeded standard-normal draw."""
+        return random_params(self.widths, self.seed, self.dtype)
+
+    def check(self, arrays: dict, where: str) -> dict[str, np.ndarray]:
+        """arrays as this network's weights in its dtype, or a JobError."""
+        return check_params(arrays, self.widths, where, self.dtype)
+
+    def describe(self) -> dict:
+        """What a checkpoint records of the network."""
+        return {"widths": list(self.widths)}
 
 
 class MLP(tf.Module):
@@ -69,7 +93,7 @@ class MLP(tf.Module):
         self.names = sorted(params, key=lambda k: (int(k[1:]), k[0] == "b"))  # W1 b1 W2 b2 ...
         self.weights = [tf.Variable(params[k], name=k) for k in self.names]
 
-    def __call__(self, x: tf.Tensor) -> tf.Tensor:
+    def __call__(self, x: tf.Tensor, training: bool = False) -> tf.Tensor:
         layers = list(zip(self.weights[::2], self.weights[1::2]))
         for w, b in layers[:-1]:
             x = tf.tanh(_dense(x, w) + b)
@@ -79,6 +103,11 @@ class MLP(tf.Module):
     def params(self) -> dict[str, np.ndarray]:
         """Current values as NumPy arrays, keyed as in the .npz format."""
         return {k: v.numpy() for k, v in zip(self.names, self.weights)}
+
+    def assign(self, params: dict[str, np.ndarray]) -> None:
+        """Set every weight from params (keyed as in the .npz format)."""
+        for k, v in zip(self.names, self.weights):
+            v.assign(params[k])
 
 
 def _dense(x: tf.Tensor, w: tf.Variable) -> tf.Tensor:

@@ -106,8 +106,10 @@ class Reporter:
         """One logged step: a console line, a JSON line, a TensorBoard point."""
         if not self.enabled:
             return
+        extra = extra or {}
         timing = "" if sec_per_step is None else f"  {sec_per_step * 1e3:8.3f} ms/step"
-        line = f"step {step:6d}  loss {loss:.6e}{timing}  ranks {self.size}"
+        score = f"  accuracy {extra['accuracy']:.4f}" if "accuracy" in extra else ""
+        line = f"step {step:6d}  loss {loss:.6e}{score}{timing}  ranks {self.size}"
         if self._bar is not None:
             self._bar.set_postfix(loss=f"{loss:.4e}", refresh=False)
             self._bar.write(line)
@@ -115,13 +117,15 @@ class Reporter:
             say(line)
         if self._metrics:
             record = {"step": step, "loss": loss, "sec_per_step": sec_per_step,
-                      "ranks": self.size} | (extra or {})
+                      "ranks": self.size} | extra
             self._metrics.write(json.dumps(record) + "\n")
             self._metrics.flush()
         if self._tb is not None:
             import tensorflow as tf
             with self._tb.as_default(step=step):
                 tf.summary.scalar("loss", tf.constant(loss, tf.float64))  # 1e70 fits
+                if "accuracy" in extra:
+                    tf.summary.scalar("accuracy", extra["accuracy"])
                 if sec_per_step is not None:
                     tf.summary.scalar("sec_per_step", sec_per_step)
 

@@ -29,18 +29,20 @@ def short_step(cost: float) -> bool:
     return cost / launcher.size() < SHORT_STEP_COST
 
 
-def fast_defaults(cost: float) -> None:
-    """Set the tuned settings where the environment does not (see short_step for `cost`)."""
-    settings = YIELD | (SHORT_CYCLE if short_step(cost) else {})
+def fast_defaults(cost: float | None) -> None:
+    """Set the tuned settings where the environment does not (see short_step for `cost`; a
+    --model's, None, is taken as long)."""
+    settings = YIELD | (SHORT_CYCLE if cost is not None and short_step(cost) else {})
     for name, value in settings.items():
         os.environ.setdefault(name, value)
 
 
-def use_xla(choice: str, cost: float) -> bool:
-    """--xla: on, off, or auto = only for long steps. XLA fuses a step's element-wise work
-    (large job, P=2: 822 -> 502 ms) but adds a fixed cost per call that a short step cannot
-    carry (seed job, P=1: 0.08 -> 0.2-0.55 ms)."""
-    return choice == "on" or (choice == "auto" and not short_step(cost))
+def use_xla(choice: str, cost: float | None) -> bool:
+    """--xla: on, off, or auto = only for long steps of the built-in network. XLA fuses a
+    step's element-wise work (large job, P=2: 822 -> 502 ms) but adds a fixed cost per call
+    that a short step cannot carry (seed job, P=1: 0.08 -> 0.2-0.55 ms). A --model's cost is
+    unknown (None) and XLA may not compile every layer: auto leaves it off."""
+    return choice == "on" or (choice == "auto" and cost is not None and not short_step(cost))
 
 
 def size_thread_pools(local_size: int) -> None:

@@ -10,19 +10,30 @@ from __future__ import annotations
 import os
 import sys
 from dataclasses import dataclass
+from typing import Protocol
 
 import numpy as np
 
 from . import cli, launcher, outputs
-from .data import Source, open_source
+from .data import Source, class_count, open_source
 from .errors import JobError, fail
+
+
+class Layout(Protocol):
+    """A network's parameters as start-up sees them (model.Builtin, user_model.KerasNet)."""
+
+    def fresh(self) -> dict[str, np.ndarray]: ...
+
+    def check(self, arrays: dict, where: str) -> dict[str, np.ndarray]: ...
+
+    def describe(self) -> dict: ...
 
 
 @dataclass(frozen=True)
 class Start:
     """Where a run begins: weights, optimizer slots (on resume), step, and rank 0's reporter."""
 
-    params: dict[str, np.ndarray]
+    params: dict[str, np.ndarray] | None  # None: take rank 0's
     slots: dict[str, np.ndarray] | None
     step: int
     reporter: outputs.Reporter
@@ -42,42 +53,64 @@ def widths(config: cli.Config, source: Source) -> tuple[int, ...]:
     return (source.inputs, *config.hidden, source.outputs)
 
 
-def step_cost(source: Source, widths_: tuple[int, ...]) -> int:
-    """Multiply-adds of one forward pass over all rows (runtime sizes its settings by it)."""
+def step_cost(config: cli.Config, source: Source) -> int | None:
+    """Multiply-adds of one forward pass of the built-in network over all rows (runtime sizes
+    its settings by it); None for a --model, which is not built yet."""
+    if config.model:
+        return None
+    widths_ = widths(config, source)
     return source.rows * sum(a * b for a, b in zip(widths_, widths_[1:]))
 
 
-def initial_params(config: cli.Config, widths_: tuple[int, ...]) -> dict[str, np.ndarray]:
-    """--init-weights if given (in the run's dtype: converted, saying so once), else every
-    weight and bias drawn from a standard normal."""
-    from .model import load_params, random_params
+def outputs_of(config: cli.Config, source: Source) -> int:
+    """Output columns the network needs: the targets' width, or the class count (largest class
+    index + 1) for --loss crossentropy; a JobError for targets that are not class indices."""
+    return class_count(source) if config.loss == "crossentropy" else source.outputs
+
+
+def network(config: cli.Config, source: Source) -> tuple[Layout, object]:
+    """(layout, net): the built-in network or --model's, built in the run's dtype. Every rank
+    builds the same; the layout is what start-up draws, loads and checks."""
+    n_outputs = outputs_of(config, source)
+    if config.model:
+        from .user_model import build
+        net = build(config.model, source.input_shape, n_outputs, config.dtype, config.seed)
+        return net, net
+    from .model import MLP, Builtin
+    layout = Builtin((source.inputs, *config.hidden, n_outputs), config.seed, config.dtype)
+    return layout, MLP(layout.fresh())
+
+
+def initial_params(config: cli.Config, layout: Layout) -> dict[str, np.ndarray]:
+    """--init-weights if given (in the run's dtype: converted, saying so once), else the
+    layout's fresh draw."""
     if not config.init_weights:
-        return random_params(widths_, config.seed, config.dtype)
-    params, stored = load_params(config.init_weights, widths_, config.dtype)
+        return layout.fresh()
+    from .model import load_params
+    params, stored = load_params(config.init_weights, layout.check)
     if stored != config.dtype and launcher.rank() == 0:  # elastic ranks all load it
         outputs.warn(f"--init-weights {config.init_weights}: {stored} arrays converted to "
                      f"{config.dtype} (--dtype)")
     return params
 
 
-def chief(config: cli.Config, widths_: tuple[int, ...], hosts: list[str], steps: int) -> Start:
+def chief(config: cli.Config, layout: Layout, hosts: list[str], steps: int) -> Start:
     """Rank 0's start: the newest valid checkpoint on --resume, else initial_params; its
     outputs opened. Raises JobError on anything the user must fix."""
     params, slots, step = None, None, 0
     if config.resume:
-        params, slots, step = _resumed(config, len(hosts), widths_)
+        params, slots, step = _resumed(config, len(hosts), layout)
     if params is None:
-        params = initial_params(config, widths_)
+        params = initial_params(config, layout)
     progress = config.progress == "on" or (
         config.progress == "auto" and len(hosts) == 1 and sys.stdout.isatty())
     reporter = outputs.open_reporter(config.as_dict(), hosts, steps, step, progress)
     return Start(params, slots, step, reporter)
 
 
-def other(config: cli.Config, widths_: tuple[int, ...]) -> Start:
-    """Any other rank's start: placeholders of the right shapes, replaced by rank 0's."""
-    from .model import random_params
-    return Start(random_params(widths_, config.seed, config.dtype), None, 0, outputs.Reporter())
+def other() -> Start:
+    """Any other rank's start: nothing of its own; it takes rank 0's by broadcast."""
+    return Start(None, None, 0, outputs.Reporter())
 
 
 def checkpoint_dir(config: cli.Config) -> str:
@@ -85,19 +118,18 @@ def checkpoint_dir(config: cli.Config) -> str:
     return os.path.join(config.output_dir, "checkpoints")
 
 
-def _resumed(config: cli.Config, ranks: int, widths_: tuple[int, ...]) -> tuple:
+def _resumed(config: cli.Config, ranks: int, layout: Layout) -> tuple:
     """(params, slots, step) of the newest valid checkpoint, checked against this run;
     (None, None, 0) when there is none."""
     from .checkpoint import latest_valid
-    from .model import check_params
     found = latest_valid(checkpoint_dir(config))
     if found is None:
         outputs.warn("--resume: no valid checkpoint, starting from step 0")
         return None, None, 0
     params, slots, meta = found
     where = f"checkpoint of step {meta['step']}"
-    made_in = meta.get("dtype") or params["W1"].dtype.name  # older checkpoints: from W1
-    params = check_params(params, widths_, where, config.dtype)
+    made_in = meta.get("dtype") or next(iter(params.values())).dtype.name  # older: from W1
+    params = layout.check(params, where)
     if meta["optimizer"] != config.optimizer:
         raise JobError(f"{where} was made with --optimizer {meta['optimizer']}, "
                        f"this run uses {config.optimizer}")

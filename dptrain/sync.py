@@ -12,67 +12,96 @@ import tensorflow as tf
 
 from .batches import Schedule
 from .errors import JobError
-from .model import MLP
+from .losses import Loss, MeanSquaredError
 from .optim import Optimizer
+
+
+@dataclass(frozen=True)
+class StepOptions:
+    """How a step computes and combines its gradient."""
+
+    loss: type[Loss] = MeanSquaredError
+    xla: bool = False  # compile each rank's loss and gradient with XLA
+    accumulate: int = 1  # micro-batches per rank per update (K backward passes, 1 allreduce)
+    compression: str = "none"  # "fp16": gradients travel as float16 in the allreduce
 
 
 class Trainer:
     """One rank's compiled steps over its own rows, and the full-data loss."""
 
-    def __init__(self, model: MLP, opt: Optimizer, x: np.ndarray, y: np.ndarray,
-                 n_total: int, schedule: Schedule, xla: bool = False):
-        self.model, self.opt, self.schedule = model, opt, schedule
+    def __init__(self, model, opt: Optimizer, x: np.ndarray, y: np.ndarray,
+                 n_total: int, schedule: Schedule, options: StepOptions = StepOptions()):
+        self.model, self.opt, self.schedule, self.o = model, opt, schedule, options
         self.x, self.y, self.n_total = x, y, n_total
         self.tx, self.ty = tf.constant(x), tf.constant(y)  # the full-batch rows, made once
         # Rows are arguments of unknown count, never per-rank constants: every rank then
         # traces the same graph, so Horovod's allreduce names (taken from the gradient ops)
         # match across ranks. With per-rank shapes a 1-row shard got differently named
         # gradient ops than a 2-row shard, and the ranks waited for each other forever.
-        xs = tf.TensorSpec([None, x.shape[1]], x.dtype)
+        xs = tf.TensorSpec([None, *x.shape[1:]], x.dtype)
         ys = tf.TensorSpec([None, y.shape[1]], x.dtype)
         scalar, count = tf.TensorSpec([], x.dtype), tf.TensorSpec([], tf.int32)
-        # XLA fuses the element-wise work of a step (runtime.use_xla: long steps gain a third
-        # or more, short ones lose). The allreduce stays outside it, in Horovod's hands.
-        self._share = self._compiled_share if xla else self._plain_share
+        # Horovod: --compression fp16 casts each gradient to float16 before the allreduce and
+        # back after it: half the bytes on the wire, float16's rounding in the sum.
+        self._compression = (hvd.Compression.fp16 if options.compression == "fp16"
+                             else hvd.Compression.none)
+        # The gradient is computed ahead of the tape (see _precomputed_share) when it is
+        # compiled by XLA or summed over micro-batches; otherwise the tape computes it.
         # autograph=False: the loops and branches are written as tf.while_loop / tf.cond, and
         # AutoGraph's source rewriting of everything called (Horovod's tape included) cost
         # ~5 s of every rank's start-up.
-        self._fused = tf.function(self._share_and_grads, jit_compile=True,
-                                  autograph=False) if xla else None
+        ahead = options.xla or options.accumulate > 1
+        self._share = self._precomputed_share if ahead else self._plain_share
+        # XLA fuses the element-wise work of a step (runtime.use_xla: long steps gain a third
+        # or more, short ones lose). The allreduce stays outside it, in Horovod's hands.
+        self._grads = tf.function(self._accumulated, jit_compile=options.xla,
+                                  autograph=False) if ahead else None
         self._steps = tf.function(self._updates, input_signature=[xs, ys, scalar, count],
                                   autograph=False)
-        self._sq_sum = tf.function(self._squared_error, input_signature=[xs, ys],
-                                   jit_compile=xla, autograph=False)
+        self._sums = tf.function(self._loss_sums, input_signature=[xs, ys],
+                                 jit_compile=options.xla, autograph=False)
         # Trace both now, so the first logged step times measure steps, not compilation.
         self._steps.get_concrete_function()
-        self._sq_sum.get_concrete_function()
+        self._sums.get_concrete_function()
 
-    def _squared_error(self, xs: tf.Tensor, ys: tf.Tensor) -> tf.Tensor:
-        return tf.reduce_sum(tf.square(self.model(xs) - ys))
+    def _loss_sums(self, xs: tf.Tensor, ys: tf.Tensor, training: bool = False) -> tf.Tensor:
+        """[sum of the loss's terms over these rows, and for classification the hits]."""
+        return self.o.loss.sums(self.model(xs, training=training), ys)
 
     def _plain_share(self, xs: tf.Tensor, ys: tf.Tensor, scale: tf.Tensor) -> tf.Tensor:
-        """This shard's squared errors over the *global* batch's element count: the shares
-        sum to the batch MSE, and so do their gradients."""
+        """This shard's loss terms over the *global* batch's term count: the shares sum to
+        the batch loss, and so do their gradients."""
         # That is weighting by sample count, exact for uneven or empty shards, where
         # op=Average (equal weight per rank) would be wrong.
-        return self._squared_error(xs, ys) * scale
+        return self._loss_sums(xs, ys, training=True)[0] * scale
 
-    def _share_and_grads(self, xs: tf.Tensor, ys: tf.Tensor, scale: tf.Tensor) -> tuple:
-        """(share, its gradient by weight): the body of the one XLA cluster."""
-        with tf.GradientTape() as tape:
-            share = self._plain_share(xs, ys, scale)
-        return share, tape.gradient(share, self.model.weights)
+    def _accumulated(self, xs: tf.Tensor, ys: tf.Tensor, scale: tf.Tensor) -> tuple:
+        """(share, its gradient by weight), summed over --accumulate contiguous micro-batches
+        of these rows: each backward pass holds only its micro-batch's activations."""
+        n, k = tf.shape(xs)[0], self.o.accumulate
+        share, grads = None, None
+        for i in range(k):
+            lo, hi = n * i // k, n * (i + 1) // k
+            with tf.GradientTape() as tape:
+                part = self._plain_share(xs[lo:hi], ys[lo:hi], scale)
+            parts = tape.gradient(part, self.model.weights,
+                                  unconnected_gradients=tf.UnconnectedGradients.ZERO)
+            if i == 0:
+                share, grads = part, parts
+            else:
+                share, grads = share + part, [g + p for g, p in zip(grads, parts)]
+        return share, grads
 
-    def _compiled_share(self, xs: tf.Tensor, ys: tf.Tensor, scale: tf.Tensor) -> tf.Tensor:
-        """_plain_share, its gradient computed in the same XLA cluster as its value."""
+    def _precomputed_share(self, xs: tf.Tensor, ys: tf.Tensor, scale: tf.Tensor) -> tf.Tensor:
+        """_plain_share, its gradient computed ahead by _accumulated (XLA-compiled or not)."""
         # A tape around a jit-compiled forward pass alone runs the backward pass outside XLA
         # (0.52 s against 0.43 s a step on 5e6 rows). DistributedGradientTape then allreduces
-        # what `gradient` returns: the compiled gradient, times d(share)/d(share) = 1.
+        # what `gradient` returns: the precomputed gradient, times d(share)/d(share) = 1.
         weights = self.model.weights
 
         @tf.custom_gradient
         def share(xs: tf.Tensor, ys: tf.Tensor, scale: tf.Tensor):
-            value, grads = self._fused(xs, ys, scale)
+            value, grads = self._grads(xs, ys, scale)
             by_variable = {v.ref(): g for v, g in zip(weights, grads)}
 
             def gradient(upstream: tf.Tensor, variables=None) -> tuple:
@@ -86,7 +115,7 @@ class Trainer:
             share = self._share(xs, ys, scale)
         # Horovod: the tape's gradients are allreduced (ring-allreduce) before they are
         # returned: op=Sum of the shares is the global batch's gradient, exactly.
-        tape = hvd.DistributedGradientTape(tape, op=hvd.Sum)
+        tape = hvd.DistributedGradientTape(tape, op=hvd.Sum, compression=self._compression)
         grads = tape.gradient(share, self.model.weights)
         # Every rank holds the same combined gradient, so every rank decides alike: a NaN/inf
         # anywhere stops all of them at the same step, with the weights of the step before.
@@ -113,7 +142,7 @@ class Trainer:
 
     def advance(self, k: int, count: int) -> int:
         """Updates k+1..k+count (count > 1 only full-batch); returns how many were applied."""
-        elements = self.schedule.global_batch_size(k) * self.y.shape[1]
+        elements = self.o.loss.elements(self.schedule.global_batch_size(k), self.y.shape[1])
         if self.schedule.full_batch:
             xs, ys = self.tx, self.ty
         else:
@@ -122,11 +151,15 @@ class Trainer:
         scale = tf.constant(1.0 / elements, self.tx.dtype)
         return int(self._steps(xs, ys, scale, tf.constant(count, tf.int32)).numpy())
 
-    def full_loss(self) -> float:
-        """Collective: the MSE of the current weights over all N samples of all ranks."""
-        # Horovod: the sum of every shard's squared errors, on every rank.
-        total = hvd.allreduce(self._sq_sum(self.tx, self.ty), op=hvd.Sum, name="dptrain.loss")
-        return float(total.numpy()) / (self.n_total * self.y.shape[1])
+    def evaluate(self) -> tuple[float, dict]:
+        """Collective: the loss of the current weights over all N samples of all ranks, and
+        for classification {"accuracy": the fraction of them classified right}."""
+        # Horovod: the sum of every shard's loss terms (and hits), on every rank.
+        sums = hvd.allreduce(self._sums(self.tx, self.ty), op=hvd.Sum, name="dptrain.loss")
+        sums = sums.numpy().astype(np.float64)
+        loss = float(sums[0]) / self.o.loss.elements(self.n_total, self.y.shape[1])
+        return loss, ({"accuracy": float(sums[1]) / self.n_total} if self.o.loss.accuracy
+                      else {})
 
 
 @dataclass(frozen=True)
@@ -169,10 +202,10 @@ def run(trainer: Trainer, plan: Plan, hooks: Hooks) -> float:
         saving = plan.save_every and k > plan.start and k % plan.save_every == 0
         if logging or saving:  # the loss of the weights after k updates (a collective)
             now = time.perf_counter()
-            loss = trainer.full_loss()
+            loss, scores = trainer.evaluate()
             if logging:
                 hooks.log(k, loss, (now - last_t) / (k - last_k) if k > last_k else None,
-                          {"wall": now - t0})
+                          scores | {"wall": now - t0})
                 last_t, last_k = time.perf_counter(), k  # step times leave the loss out
             if not math.isfinite(loss):
                 raise JobError(f"the loss is {loss} after step {k}: stopping")

@@ -18,8 +18,10 @@ from conftest import ROOT
 from dptrain import checkpoint
 from dptrain.data import open_source
 from dptrain.errors import JobError
-from dptrain.model import load_params
+from dptrain.model import Builtin, load_params
 from dptrain.outputs import atomic_write
+
+SEED_NET = Builtin((1, 5, 1), 0, "float64")  # the seed network's layout
 
 pytestmark = pytest.mark.fast  # no launcher: in-process checks
 
@@ -126,7 +128,7 @@ def test_damaged_weights_files_fail_cleanly(tmp_path) -> None:
         path = tmp_path / "w.npz"
         path.write_bytes(data)
         try:
-            got, _ = load_params(str(path), (1, 5, 1), np.float64)
+            got, _ = load_params(str(path), SEED_NET.check)
         except JobError as e:
             assert str(e).startswith(f"--init-weights {path}") and "\n" not in str(e)
             return
@@ -155,7 +157,8 @@ def test_pickled_payloads_are_never_unpickled(tmp_path) -> None:
         arrays = {k: f[k] for k in f.files}
     np.savez(path, **(arrays | {"param.W1": evil}))  # a checkpoint carrying the payload
     for load in (lambda: load_data(tmp_path / "evil.npy"), lambda: load_data(tmp_path / "evil.npz"),
-                 lambda: load_params(str(tmp_path / "evil-weights.npz"), (1, 5, 1), np.float64),
+                 lambda: load_params(str(tmp_path / "evil-weights.npz"),
+                                         SEED_NET.check),
                  lambda: checkpoint.load(path)):
         with pytest.raises(JobError):
             load()

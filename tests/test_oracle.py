@@ -45,13 +45,14 @@ def test_tensorflow_step_matches_oracle(hvd_single, n: int, xla: bool, dtype: ty
     from dptrain.data import Parabola, load_shard
     from dptrain.model import MLP
     from dptrain.optim import Hyper, Optimizer
-    from dptrain.sync import Trainer
+    from dptrain.sync import StepOptions, Trainer
 
     def trainer(p: dict) -> Trainer:
         model = MLP(p)
         opt = Optimizer(model.weights, model.names, Hyper("sgd", 0.01))
         shard = load_shard(Parabola(n, dtype), 1, 0)
-        return Trainer(model, opt, shard.x, shard.y, n, Schedule(n, 1, 0, n, n, 0, False), xla)
+        return Trainer(model, opt, shard.x, shard.y, n, Schedule(n, 1, 0, n, n, 0, False),
+                       StepOptions(xla=xla))
 
     loss_rtol, loss_atol, w_rtol, w_atol = TOLERANCES[dtype]
     p = {k: v.astype(dtype) for k, v in oracle.draw_params(5, n).items()}
@@ -60,9 +61,9 @@ def test_tensorflow_step_matches_oracle(hvd_single, n: int, xla: bool, dtype: ty
     expected = oracle.descend(p, xo, yo, 0.01, 300, 1)
     got = []
     for k in range(300):
-        got.append(t.full_loss())
+        got.append(t.evaluate()[0])
         assert t.advance(k, 1) == 1
-    got.append(t.full_loss())
+    got.append(t.evaluate()[0])
     want = [loss for _, loss in expected]
     # atol: a 1-point fit reaches losses of 1e-30, where only absolute rounding is meaningful.
     np.testing.assert_allclose(got, want, rtol=loss_rtol, atol=loss_atol * want[0])
@@ -75,7 +76,7 @@ def test_tensorflow_step_matches_oracle(hvd_single, n: int, xla: bool, dtype: ty
     # 300 updates in one compiled call: the same descent as 300 calls.
     many = trainer(p)
     assert many.advance(0, 300) == 300
-    np.testing.assert_allclose(many.full_loss(), want[-1], rtol=loss_rtol,
+    np.testing.assert_allclose(many.evaluate()[0], want[-1], rtol=loss_rtol,
                                atol=loss_atol * want[0])
 
 
@@ -85,13 +86,13 @@ def test_non_finite_gradient_stops_before_the_update(hvd_single, xla: bool) -> N
     from dptrain.batches import Schedule
     from dptrain.model import MLP
     from dptrain.optim import Hyper, Optimizer
-    from dptrain.sync import Trainer
+    from dptrain.sync import StepOptions, Trainer
 
     p = oracle.draw_params(5, 3)
     model = MLP(p)
     x = np.array([[0.5], [np.nan], [1.0]])
     t = Trainer(model, Optimizer(model.weights, model.names, Hyper("sgd", 0.01)), x, x * x, 3,
-                Schedule(3, 1, 0, 3, 3, 0, False), xla)
+                Schedule(3, 1, 0, 3, 3, 0, False), StepOptions(xla=xla))
     assert t.advance(0, 50) == 0
     for k, v in model.params().items():
         np.testing.assert_array_equal(v, p[k])

@@ -1,0 +1,68 @@
+"""--model: a Keras model trained on P ranks (uneven shards) equals one process at every logged
+step, and one process equals Keras' own compile/fit (tests/keras_reference.py)."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from conftest import PYTHON, ROOT, launch_cmd, read_metrics, relative_gap, run
+
+MODELS = ROOT / "examples" / "digits_model.py"
+ROWS = 61  # P = 2: 31 + 30 rows, P = 3: 21 + 20 + 20
+STEPS, LOG_EVERY = 30, 5
+LR = {"dense": "0.3", "cnn": "0.05"}  # each descends steadily: no oscillation to amplify rounding
+# float64 leaves only the order of the sums (~1e-15 a step); float32's rounding (6e-8 a term)
+# over 30 steps of descent is the issue's bound.
+TOLERANCE = {"float64": 1e-9, "float32": 1e-5}
+
+
+@pytest.fixture(scope="module")
+def digits(tmp_path_factory) -> Path:
+    """The first ROWS of scikit-learn's digits, written by the example's own script."""
+    path = tmp_path_factory.mktemp("digits") / "digits.npz"
+    res = run([PYTHON, str(ROOT / "examples" / "digits_data.py"), str(path), "--rows",
+               str(ROWS)])
+    assert res.rc == 0, res.stderr
+    return path
+
+
+def train(ranks: int, digits: Path, model: str, dtype: str, out: Path) -> list[dict]:
+    """The metrics of a full-batch SGD run of examples/digits_model.py:model on ranks ranks."""
+    args = ["--data", str(digits), "--model", f"{MODELS}:{model}", "--loss", "crossentropy",
+            "--dtype", dtype, "--steps", str(STEPS), "--log-every", str(LOG_EVERY), "--lr", LR[model],
+            "--metrics", str(out)]
+    res = run(launch_cmd("none" if ranks == 1 else "mpirun", ranks, *args), timeout=180)
+    assert res.rc == 0, res.stderr
+    return read_metrics(out)
+
+
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+@pytest.mark.parametrize("model", ["dense", "cnn"])
+def test_p_ranks_equal_one_process_at_every_logged_step(model, dtype, digits, tmp_path) -> None:
+    runs = {p: train(p, digits, model, dtype, tmp_path / f"p{p}.jsonl") for p in (1, 2, 3)}
+    one = runs[1]
+    assert [r["step"] for r in one] == list(range(0, STEPS + 1, LOG_EVERY))
+    assert one[-1]["loss"] < one[0]["loss"], "the model did not train"
+    for p in (2, 3):
+        gap = relative_gap([r["loss"] for r in runs[p]], [r["loss"] for r in one])
+        print(f"{model} {dtype} P={p} vs 1: largest relative loss difference {gap:.2e}")
+        assert gap <= TOLERANCE[dtype], (p, gap)
+        if dtype == "float64":  # no sample can sit within 1e-15 of a tie
+            assert [r["accuracy"] for r in runs[p]] == [r["accuracy"] for r in one]
+
+
+@pytest.mark.parametrize("model", ["dense", "cnn"])
+def test_one_process_equals_keras_own_fit(model, digits, tmp_path) -> None:
+    got = train(1, digits, model, "float64", tmp_path / "m.jsonl")
+    res = run([PYTHON, str(ROOT / "tests" / "keras_reference.py"), str(digits),
+               f"{MODELS}:{model}", "float64", str(STEPS), LR[model], "0"], timeout=120)
+    assert res.rc == 0, res.stderr
+    want = json.loads(res.stdout.splitlines()[-1])
+    logged = [r["step"] for r in got]
+    gap = relative_gap([r["loss"] for r in got], [want["loss"][k] for k in logged])
+    print(f"{model} float64 vs Keras fit: {gap:.2e}")
+    assert gap <= 1e-9
+    assert [r["accuracy"] for r in got] == pytest.approx([want["accuracy"][k] for k in logged],
+                                                         abs=1e-12)
