@@ -23,7 +23,8 @@ def launch(kind: str, ranks: int, argv: list[str], env: dict, timeout: float) ->
     cmd = {"python": [PYTHON],
            "mpirun": [*MPIRUN, "-np", str(ranks), PYTHON],
            "gloo": [os.path.join(BIN, "horovodrun"), "--gloo", "-np", str(ranks), "-H",
-                    f"localhost:{ranks}", PYTHON]}[kind]
+                    f"localhost:{ranks}", PYTHON],
+           "horovodrun": [os.path.join(BIN, "horovodrun"), "-np", str(ranks), PYTHON]}[kind]
     _wait([_start(cmd + argv, env)], timeout)
 
 

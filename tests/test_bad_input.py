@@ -62,6 +62,27 @@ def _late_nan() -> np.ndarray:
     return table
 
 
+USER_MODELS = """
+import keras
+
+
+def broken(input_shape, n_outputs):
+    raise ValueError("no layers here")
+
+
+def not_a_model(input_shape, n_outputs):
+    return [keras.layers.Dense(n_outputs)]
+
+
+def three_outputs(input_shape, n_outputs):
+    return keras.Sequential([keras.Input(input_shape), keras.layers.Dense(3)])
+
+
+def batch_norm(input_shape, n_outputs):
+    return keras.Sequential([keras.Input(input_shape), keras.layers.BatchNormalization(),
+                             keras.layers.Dense(n_outputs)])
+"""
+
 FILES: dict[str, Callable[[Path], None]] = {
     "a-file": _text("a file where a directory should be"),
     "missing.npz": lambda path: None,
@@ -90,6 +111,10 @@ FILES: dict[str, Callable[[Path], None]] = {
     "inf.csv": _text("x,y\n1,2\n3,inf\n"),
     "lengths.npz": lambda path: np.savez(path, x=np.zeros(4), y=np.zeros(3)),
     "garbage.npy": lambda path: path.write_bytes(b"\x93NUMPY garbage"),
+    "missing.py": lambda path: None,
+    "models.py": _text(USER_MODELS),
+    "fractional.npz": lambda path: np.savez(path, x=np.zeros((3, 2)), y=np.array([0, 1, 2.5])),
+    "negative.npz": lambda path: np.savez(path, x=np.zeros((3, 2)), y=np.array([0, -1, 2])),
 }
 
 
