@@ -28,7 +28,6 @@ FLAGS = ["--model", os.path.join(ROOT, "examples", "digits_model.py") + ":cnn",
 
 def held_out_accuracy(weights: str, test: str) -> float:
     """The accuracy of a run's weights.npz on the held-out images, through Keras alone."""
-    import keras
     import numpy as np
     sys.path.insert(0, os.path.join(ROOT, "examples"))
     from digits_model import cnn
