@@ -41,12 +41,15 @@ def draw(run_dir: str) -> str:
     source = open_source(config.get("data"), config.get("target"), config["n_points"],
                          np.float64)  # a figure needs no more than float64 of any run
     x, y = sample(source)
-    one_d = x.shape[1] == 1 and y.shape[1] == 1
+    # The fit panel draws the built-in regression network (W1, b1, ...) over one input.
+    loss_name = {"mse": "MSE", "crossentropy": "cross-entropy"}[config.get("loss", "mse")]
+    one_d = (x.ndim == 2 and x.shape[1] == 1 and y.shape[1] == 1 and loss_name == "MSE"
+             and "W1" in params)
     fig, axes = plt.subplots(1, 2 if one_d else 1, figsize=(11 if one_d else 5.5, 4.2),
                              squeeze=False)
     ax = axes[0][0]
     ax.semilogy([r["step"] for r in records], [r["loss"] for r in records], color="C0")
-    ax.set(xlabel="step", ylabel="full-data MSE (log scale)",
+    ax.set(xlabel="step", ylabel=f"full-data {loss_name} (log scale)",
            title=f"loss, {_ranks(records)}")
     ax.grid(True, which="both", alpha=0.3)
     if one_d:

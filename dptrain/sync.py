@@ -31,7 +31,7 @@ class Trainer:
 
     def __init__(self, model, opt: Optimizer, x: np.ndarray, y: np.ndarray,
                  n_total: int, schedule: Schedule, options: StepOptions = StepOptions()):
-        self.model, self.opt, self.schedule, self.o = model, opt, schedule, options
+        self.model, self.opt, self.schedule, self.options = model, opt, schedule, options
         self.x, self.y, self.n_total = x, y, n_total
         self.tx, self.ty = tf.constant(x), tf.constant(y)  # the full-batch rows, made once
         # Rows are arguments of unknown count, never per-rank constants: every rank then
@@ -66,7 +66,7 @@ class Trainer:
 
     def _loss_sums(self, xs: tf.Tensor, ys: tf.Tensor, training: bool = False) -> tf.Tensor:
         """[sum of the loss's terms over these rows, and for classification the hits]."""
-        return self.o.loss.sums(self.model(xs, training=training), ys)
+        return self.options.loss.sums(self.model(xs, training=training), ys)
 
     def _plain_share(self, xs: tf.Tensor, ys: tf.Tensor, scale: tf.Tensor) -> tf.Tensor:
         """This shard's loss terms over the *global* batch's term count: the shares sum to
@@ -78,7 +78,7 @@ class Trainer:
     def _accumulated(self, xs: tf.Tensor, ys: tf.Tensor, scale: tf.Tensor) -> tuple:
         """(share, its gradient by weight), summed over --accumulate contiguous micro-batches
         of these rows: each backward pass holds only its micro-batch's activations."""
-        n, k = tf.shape(xs)[0], self.o.accumulate
+        n, k = tf.shape(xs)[0], self.options.accumulate
         share, grads = None, None
         for i in range(k):
             lo, hi = n * i // k, n * (i + 1) // k
@@ -142,7 +142,7 @@ class Trainer:
 
     def advance(self, k: int, count: int) -> int:
         """Updates k+1..k+count (count > 1 only full-batch); returns how many were applied."""
-        elements = self.o.loss.elements(self.schedule.global_batch_size(k), self.y.shape[1])
+        elements = self.options.loss.elements(self.schedule.global_batch_size(k), self.y.shape[1])
         if self.schedule.full_batch:
             xs, ys = self.tx, self.ty
         else:
@@ -157,8 +157,8 @@ class Trainer:
         # Horovod: the sum of every shard's loss terms (and hits), on every rank.
         sums = hvd.allreduce(self._sums(self.tx, self.ty), op=hvd.Sum, name="dptrain.loss")
         sums = sums.numpy().astype(np.float64)
-        loss = float(sums[0]) / self.o.loss.elements(self.n_total, self.y.shape[1])
-        return loss, ({"accuracy": float(sums[1]) / self.n_total} if self.o.loss.accuracy
+        loss = float(sums[0]) / self.options.loss.elements(self.n_total, self.y.shape[1])
+        return loss, ({"accuracy": float(sums[1]) / self.n_total} if self.options.loss.accuracy
                       else {})
 
 

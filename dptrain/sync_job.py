@@ -40,7 +40,8 @@ def main(config: cli.Config, source: Source) -> None:
     first_step = int(hvd.broadcast(tf.constant(begin.step, tf.int64), root_rank=0,
                                    name="dptrain.start").numpy())
 
-    x = shard.x if config.model else shard.x.reshape(len(shard.x), -1)  # the MLP takes rows
+    # The built-in network takes each row flat (an empty shard too); a --model its shape.
+    x = shard.x if config.model else shard.x.reshape(len(shard.x), source.inputs)
     options = sync.StepOptions(losses.named(config.loss), runtime.use_xla(config.xla, cost),
                                config.accumulate, config.compression)
     trainer = sync.Trainer(model, opt, x, shard.y, shard.n_total, schedule, options)
@@ -79,8 +80,5 @@ def _finish(config: cli.Config, world: distributed.World, model, opt: Optimizer)
         outputs.save_weights(os.path.join(config.dump_rank_state, f"rank-{world.rank}.npz"),
                              model.params() | {f"slot.{k}": v for k, v in opt.state().items()})
     if world.is_chief and config.output_dir:
-        if config.model:  # the fit figure draws the built-in network's curve
-            outputs.save_weights(os.path.join(config.output_dir, "weights.npz"), model.params())
-            return
         from . import plot
         plot.save_results(config.output_dir, model.params())

@@ -100,12 +100,14 @@ def allreduced_gradient_bytes(timeline: Path) -> tuple[int, int]:
 
 
 def test_fp16_compression_halves_the_gradient_bytes(digits, tmp_path) -> None:
+    """Also: --model as package.module:FUNCTION, the module found on PYTHONPATH."""
     sent = {}
     for compression in ("none", "fp16"):
         timeline = tmp_path / f"{compression}.json"
         args = keras_args(digits, "dense", tmp_path / "m.jsonl", "--steps", "3")
+        args[args.index("--model") + 1] = "digits_model:dense"
         job(2, *args, "--dtype", "float32", "--compression", compression,
-            env={"HOROVOD_TIMELINE": str(timeline)})
+            env={"HOROVOD_TIMELINE": str(timeline), "PYTHONPATH": str(MODELS.parent)})
         sent[compression] = allreduced_gradient_bytes(timeline)
     (n_none, b_none), (n_fp16, b_fp16) = sent["none"], sent["fp16"]
     print(f"gradient allreduce, 3 steps on 2 ranks: {b_none} bytes float32, {b_fp16} bytes "
@@ -146,4 +148,5 @@ def test_digits_example_learns_on_a_shrunken_config(tmp_path) -> None:
         "--log-every", "5", "--output-dir", str(out), launcher="horovodrun-mpi")
     records = read_metrics(out / "metrics.jsonl")
     assert records[0]["accuracy"] < 0.3 and records[-1]["accuracy"] > 0.85, records[-1]
-    assert (out / "weights.npz").exists() and list((out / "tensorboard").iterdir())
+    assert (out / "weights.npz").exists() and (out / "fit.png").exists()  # the loss curve
+    assert list((out / "tensorboard").iterdir())
