@@ -1,5 +1,5 @@
 # make run   - set up if needed, then train the seed job on 4 ranks with horovodrun
-# make test  - set up if needed, then run the test suite (all of it, about 15 min)
+# make test  - set up if needed, then run the test suite (all of it, about 20 min)
 # make test-fast - the tests that start no launcher (oracle, slicing, loaders, CLI, in-process
 #   step, single-process example; under 3 min)
 # make bench - set up if needed, then bench/compare.py and bench/timeline.py (about 17 min)

@@ -124,3 +124,41 @@ def test_the_loop_logs_saves_and_stops_where_its_plan_says(hvd_single) -> None:
         run(t, Plan(130, 200, 50, 1000), Hooks(lambda *a: None))  # no loss before step 150
     with pytest.raises(JobError, match="the loss is nan after step 130"):
         run(t, Plan(130, 200, 10, 1000), Hooks(lambda *a: None))
+
+
+@pytest.mark.parametrize("xla", [False, True])
+def test_accumulated_micro_batches_make_the_whole_batch_step(hvd_single, xla: bool) -> None:
+    """--accumulate 4 on 7 rows (micro-batches of 1, 2, 2, 2 rows): the oracle's full-batch
+    descent, in float64, with and without XLA."""
+    from dptrain.batches import Schedule
+    from dptrain.data import Parabola, load_shard
+    from dptrain.model import MLP
+    from dptrain.optim import Hyper, Optimizer
+    from dptrain.sync import StepOptions, Trainer
+
+    p = oracle.draw_params(5, 21)
+    model = MLP(p)
+    shard = load_shard(Parabola(7, np.float64), 1, 0)
+    t = Trainer(model, Optimizer(model.weights, model.names, Hyper("sgd", 0.01)), shard.x,
+                shard.y, 7, Schedule(7, 1, 0, 7, 7, 0, False),
+                StepOptions(xla=xla, accumulate=4))
+    assert t.advance(0, 40) == 40
+    want = oracle.descend(p, *oracle.seed_data(7), 0.01, 40, 40)[-1][1]
+    assert t.evaluate()[0] == pytest.approx(want, rel=1e-12)
+
+
+def test_cross_entropy_and_hits_match_numpy() -> None:
+    """losses.SoftmaxCrossEntropy against log-sum-exp written out in NumPy, float64."""
+    import tensorflow as tf
+
+    from dptrain.losses import SoftmaxCrossEntropy
+    rng = np.random.default_rng(5)
+    logits = rng.normal(size=(9, 4)) * 3
+    labels = rng.integers(0, 4, size=(9, 1)).astype(np.float64)
+    total, hits = SoftmaxCrossEntropy.sums(tf.constant(logits), tf.constant(labels)).numpy()
+    top = logits.max(axis=1)
+    log_z = top + np.log(np.exp(logits - top[:, None]).sum(axis=1))
+    picked = logits[np.arange(9), labels[:, 0].astype(int)]
+    assert total == pytest.approx(np.sum(log_z - picked), rel=1e-13)
+    assert hits == np.sum(np.argmax(logits, axis=1) == labels[:, 0])
+    assert SoftmaxCrossEntropy.elements(9, 1) == 9
