@@ -8,8 +8,6 @@ from __future__ import annotations
 
 import tensorflow as tf
 
-LOSSES = ("mse", "crossentropy")
-
 
 class MeanSquaredError:
     """Mean over every element of (prediction - target)^2 (the seed job's loss)."""
@@ -52,5 +50,5 @@ Loss = MeanSquaredError | SoftmaxCrossEntropy
 
 
 def named(name: str) -> type[Loss]:
-    """The loss of --loss NAME."""
+    """The loss of --loss NAME (cli.LOSSES lists the names)."""
     return {"mse": MeanSquaredError, "crossentropy": SoftmaxCrossEntropy}[name]
