@@ -30,22 +30,29 @@ def random_params(widths: tuple[int, ...], seed: int, dtype: np.dtype) -> dict[s
     return {k: rng.standard_normal(s).astype(dtype) for k, s in param_shapes(widths).items()}
 
 
-def check_params(arrays: dict, widths: tuple[int, ...], where: str,
-                 dtype: np.dtype) -> dict[str, np.ndarray]:
-    """The arrays of a network of these widths, in dtype, or a JobError naming what does not
-    fit."""
+def check_arrays(arrays: dict, shapes: dict[str, tuple[int, ...]], where: str, dtype: np.dtype,
+                 network: str) -> dict[str, np.ndarray]:
+    """The arrays of these names and shapes, in dtype, or a JobError naming what does not fit
+    (`network` says whose arrays they are)."""
     out = {}
-    for name, shape in param_shapes(widths).items():
+    for name, shape in shapes.items():
         if name not in arrays:
-            raise JobError(f"{where}: missing array {name}")
+            raise JobError(f"{where}: missing array {name} of {network}")
         a = arrays[name]
         if a.shape != shape:
-            raise JobError(f"{where}: {name} has shape {a.shape}, expected {shape} for a "
-                           f"{'-'.join(map(str, widths))} network")
+            raise JobError(f"{where}: {name} has shape {a.shape}, expected {shape} for "
+                           f"{network}")
         if not np.issubdtype(a.dtype, np.number) or not np.all(np.isfinite(a)):
             raise JobError(f"{where}: {name} holds non-finite or non-numeric values")
         out[name] = a.astype(dtype)
     return out
+
+
+def check_params(arrays: dict, widths: tuple[int, ...], where: str,
+                 dtype: np.dtype) -> dict[str, np.ndarray]:
+    """The arrays of a built-in network of these widths, in dtype, or a JobError."""
+    return check_arrays(arrays, param_shapes(widths), where, dtype,
+                        f"a {'-'.join(map(str, widths))} network")
 
 
 def load_params(path: str, check: Callable[[dict, str], dict[str, np.ndarray]]

@@ -121,18 +121,9 @@ class KerasNet:
 
     def check(self, arrays: dict, where: str) -> dict[str, np.ndarray]:
         """arrays as this model's weights in its dtype, or a JobError naming what does not fit."""
-        out = {}
-        for name, v in zip(self.names, self.weights):
-            a = arrays.get(name)
-            if a is None:
-                raise JobError(f"{where}: missing array {name} of --model {self.spec}")
-            if a.shape != tuple(v.shape):
-                raise JobError(f"{where}: {name} has shape {a.shape}, the model's is "
-                               f"{tuple(v.shape)}")
-            if not np.issubdtype(a.dtype, np.number) or not np.all(np.isfinite(a)):
-                raise JobError(f"{where}: {name} holds non-finite or non-numeric values")
-            out[name] = a.astype(self.dtype)
-        return out
+        from .model import check_arrays
+        shapes = {name: tuple(v.shape) for name, v in zip(self.names, self.weights)}
+        return check_arrays(arrays, shapes, where, self.dtype, f"--model {self.spec}")
 
     def describe(self) -> dict:
         """What a checkpoint records of the network."""
