@@ -142,6 +142,20 @@ def relative_gap(a: list[float], b: list[float]) -> float:
     return float(np.max(np.abs(a - b) / np.maximum(np.abs(b), floor)))
 
 
+MODELS = ROOT / "examples" / "digits_model.py"  # the example Keras models (--model)
+DIGIT_ROWS = 61  # uneven shards: 31 + 30 on 2 ranks, 21 + 20 + 20 on 3
+
+
+@pytest.fixture(scope="module")
+def digits(tmp_path_factory) -> Path:
+    """The first DIGIT_ROWS of scikit-learn's digits, written by the example's own script."""
+    path = tmp_path_factory.mktemp("digits") / "digits.npz"
+    res = run([PYTHON, str(ROOT / "examples" / "digits_data.py"), str(path), "--rows",
+               str(DIGIT_ROWS)])
+    assert res.rc == 0, res.stderr
+    return path
+
+
 @pytest.fixture(scope="session")
 def mpirun() -> str:
     """Path of Open MPI's mpirun."""

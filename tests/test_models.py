@@ -7,21 +7,11 @@ import json
 from pathlib import Path
 
 import numpy as np
-import pytest
 
 import oracle
-from conftest import PYTHON, ROOT, launch_cmd, read_metrics, relative_gap, run, save_npz
+from conftest import (MODELS, PYTHON, ROOT, launch_cmd, read_metrics, relative_gap, run,
+                      save_npz)
 
-MODELS = ROOT / "examples" / "digits_model.py"
-
-
-@pytest.fixture(scope="module")
-def digits(tmp_path_factory) -> Path:
-    """The first 61 of scikit-learn's digits, written by the example's own script."""
-    path = tmp_path_factory.mktemp("digits") / "digits.npz"
-    res = run([PYTHON, str(ROOT / "examples" / "digits_data.py"), str(path), "--rows", "61"])
-    assert res.rc == 0, res.stderr
-    return path
 
 
 def job(ranks: int, *args: str, env: dict | None = None, launcher: str = "mpirun") -> str:

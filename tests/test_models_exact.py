@@ -7,25 +7,13 @@ from pathlib import Path
 
 import pytest
 
-from conftest import PYTHON, ROOT, launch_cmd, read_metrics, relative_gap, run
+from conftest import MODELS, PYTHON, ROOT, launch_cmd, read_metrics, relative_gap, run
 
-MODELS = ROOT / "examples" / "digits_model.py"
-ROWS = 61  # P = 2: 31 + 30 rows, P = 3: 21 + 20 + 20
 STEPS, LOG_EVERY = 30, 5
 LR = {"dense": "0.3", "cnn": "0.05"}  # each descends steadily: no oscillation to amplify rounding
 # float64 leaves only the order of the sums (~1e-15 a step); float32's rounding (6e-8 a term)
 # over 30 steps of descent is the issue's bound.
 TOLERANCE = {"float64": 1e-9, "float32": 1e-5}
-
-
-@pytest.fixture(scope="module")
-def digits(tmp_path_factory) -> Path:
-    """The first ROWS of scikit-learn's digits, written by the example's own script."""
-    path = tmp_path_factory.mktemp("digits") / "digits.npz"
-    res = run([PYTHON, str(ROOT / "examples" / "digits_data.py"), str(path), "--rows",
-               str(ROWS)])
-    assert res.rc == 0, res.stderr
-    return path
 
 
 def train(ranks: int, digits: Path, model: str, dtype: str, out: Path) -> list[dict]:
