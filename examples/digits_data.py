@@ -25,7 +25,7 @@ def main() -> None:
     """Write the images, scaled from 0..16 to 0..1, and their labels."""
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("out", help="the .npz file to train on")
-    p.add_argument("--test", metavar="FILE", help=f"write the last {TEST_FRACTION:.0%} of the "
+    p.add_argument("--test", metavar="FILE", help=f"write the last {TEST_FRACTION:.0%}% of the "
                    "images here instead, for a held-out accuracy (bench/digits.py)")
     p.add_argument("--rows", type=int, help="keep only the first ROWS images")
     args = p.parse_args()
