@@ -30,6 +30,9 @@ from dptrain.errors import guard  # noqa: E402
 def main() -> None:
     """Check the flags, open the data, run the chosen mode."""
     config = cli.parse()  # flags are checked before TensorFlow loads: a typo fails at once
+    if config.checkpoint_on_signal:  # before TensorFlow loads: a signal then is kept too
+        from dptrain import preempt
+        preempt.install()
     source = startup.data(config)  # every rank; a bad --data file fails here, at once
     if config.mode == "async":  # the contrasting design: a parameter server over mpi4py
         from dptrain import async_ps

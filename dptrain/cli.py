@@ -50,6 +50,7 @@ class Config:
     checkpoint_every: int
     keep_checkpoints: int
     resume: bool
+    checkpoint_on_signal: bool
     dump_rank_state: str | None
     progress: str
     mode: str
@@ -158,6 +159,10 @@ def build_parser() -> argparse.ArgumentParser:
                    help="how many of the newest checkpoints to keep")
     o.add_argument("--resume", action="store_true", help="continue from the newest valid "
                    "checkpoint in OUTPUT_DIR/checkpoints (a fresh start if there is none)")
+    o.add_argument("--checkpoint-on-signal", action="store_true", help="on SIGUSR1 or "
+                   "SIGTERM (a scheduler's time-limit warning or preemption) stop at the next "
+                   "logged step, checkpoint there and exit 75, for --resume to go on "
+                   "(train.sbatch's requeue; docs/launching.md)")
     o.add_argument("--dump-rank-state", metavar="DIR", help="debugging: every rank writes its "
                    "final weights and optimizer slots to DIR/rank-R.npz")
     o.add_argument("--progress", choices=("auto", "on", "off"), default="auto",
@@ -190,18 +195,18 @@ def _check(a: argparse.Namespace) -> None:
         (a.log_every >= 1, f"--log-every must be >= 1, got {a.log_every}"),
         (a.checkpoint_every >= 0, f"--checkpoint-every must be >= 0, got {a.checkpoint_every}"),
         (a.keep_checkpoints >= 1, f"--keep-checkpoints must be >= 1, got {a.keep_checkpoints}"),
-        (a.output_dir or not (a.checkpoint_every or a.resume),
-         "--checkpoint-every and --resume need --output-dir"),
+        (a.output_dir or not (a.checkpoint_every or a.resume or a.checkpoint_on_signal),
+         "--checkpoint-every, --resume and --checkpoint-on-signal need --output-dir"),
         (a.fetch_every >= 1 and a.push_every >= 1, "--fetch-every and --push-every must be "
          f">= 1, got {a.fetch_every} and {a.push_every}"),
-        (a.mode == "sync" or (a.optimizer == "sgd" and not (a.checkpoint_every or a.resume)
-                              and a.epochs is None),
+        (a.mode == "sync" or (a.optimizer == "sgd" and a.epochs is None and not (
+            a.checkpoint_every or a.resume or a.checkpoint_on_signal)),
          "--mode async applies plain SGD for --steps updates: no --optimizer other than sgd, "
-         "--epochs, --checkpoint-every or --resume"),
+         "--epochs, --checkpoint-every, --resume or --checkpoint-on-signal"),
         (not a.elastic or (a.mode == "sync" and a.batch_size is None
-                           and not (a.checkpoint_every or a.resume)),
+                           and not (a.checkpoint_every or a.resume or a.checkpoint_on_signal)),
          "--elastic trains full-batch in sync mode: no --mode async, --batch-size, "
-         "--checkpoint-every or --resume"),
+         "--checkpoint-every, --resume or --checkpoint-on-signal"),
         (not (a.elastic or a.mode == "async") or not (
             a.model or a.loss != "mse" or a.accumulate > 1 or a.compression != "none"),
          f"--{'elastic' if a.elastic else 'mode async'} trains the built-in network on --loss "

@@ -183,11 +183,22 @@ def _nothing(done: int) -> None:
 @dataclass(frozen=True)
 class Hooks:
     """What the loop reports to: log (rank 0's reporter), tick (a progress bar), save (a
-    checkpoint, an elastic commit; may be rank 0's alone)."""
+    checkpoint, an elastic commit; may be rank 0's alone), stop (a collective every rank
+    calls alike: has any rank been asked to stop?)."""
 
     log: Callable[[int, float, float | None, dict], None]
     tick: Callable[[int], None] = _nothing
     save: Callable[[int], None] | None = None
+    stop: Callable[[], bool] | None = None
+
+
+class Stopped(Exception):
+    """Every rank stopped after `step` because one was asked to; `saved`: a checkpoint of that
+    step has been written already."""
+
+    def __init__(self, step: int, saved: bool):
+        super().__init__(f"stopped after step {step}")
+        self.step, self.saved = step, saved
 
 
 def _next_multiple(k: int, every: int) -> int:
@@ -197,7 +208,8 @@ def _next_multiple(k: int, every: int) -> int:
 def run(trainer: Trainer, plan: Plan, hooks: Hooks) -> float:
     """Updates plan.start+1..plan.steps; log the full-data loss and save as the plan says;
     raise JobError at the first non-finite loss (before saving: the newest checkpoint stays
-    good) or combined gradient. Returns the last loss."""
+    good) or combined gradient, and Stopped at the first logged step after plan.start where
+    hooks.stop says so. Returns the last loss."""
     t0 = last_t = time.perf_counter()
     k, last_k = plan.start, plan.start
     while True:
@@ -214,6 +226,9 @@ def run(trainer: Trainer, plan: Plan, hooks: Hooks) -> float:
                 raise JobError(f"the loss is {loss} after step {k}: stopping")
             if saving and hooks.save:
                 hooks.save(k)
+            # Past the start only: a stop asked for during start-up still trains up to here.
+            if hooks.stop and plan.start < k < plan.steps and hooks.stop():
+                raise Stopped(k, bool(saving and hooks.save))
         if k == plan.steps:
             return loss
         stop = min(plan.steps, k + plan.per_call, _next_multiple(k, plan.log_every),

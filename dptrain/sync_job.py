@@ -5,11 +5,13 @@ examples/synchronous.py is the same job in one file, without flags, files or fau
 from __future__ import annotations
 
 import os
+import sys
+from typing import NoReturn
 
 import horovod.tensorflow as hvd
 import tensorflow as tf
 
-from . import cli, distributed, losses, outputs, runtime, startup, sync
+from . import cli, distributed, losses, outputs, preempt, runtime, startup, sync
 from .batches import Schedule
 from .data import Source, load_shard
 from .errors import JobError, fail
@@ -48,11 +50,15 @@ def main(config: cli.Config, source: Source) -> None:
     per_call = (config.steps_per_call or steps) if schedule.full_batch else 1
     plan = sync.Plan(first_step, steps, config.log_every, per_call, config.checkpoint_every)
     reporter = begin.reporter
-    hooks = sync.Hooks(reporter.log, reporter.tick,
-                       _checkpointer(config, world, layout, model, opt) if world.is_chief
-                       else None)
+    save = _checkpointer(config, world, layout, model, opt) if world.is_chief else None
+    # Horovod: at each logged step the ranks agree whether any of them got a stop signal.
+    stop = ((lambda: distributed.any_rank(preempt.received() is not None))
+            if config.checkpoint_on_signal else None)
     try:
-        sync.run(trainer, plan, hooks)
+        sync.run(trainer, plan, sync.Hooks(reporter.log, reporter.tick, save, stop))
+    except sync.Stopped as s:
+        reporter.close()
+        _stopped(config, world, save, s, steps)
     except JobError as e:  # every rank stops at the same step; rank 0 says why
         reporter.close()
         fail(str(e), rank=world.rank, code=1)
@@ -65,12 +71,33 @@ def _checkpointer(config: cli.Config, world: distributed.World, layout: startup.
     """Rank 0's save(step): a checkpoint of the weights, optimizer slots and this run's shape."""
     from . import checkpoint
 
-    def save(step: int) -> None:
+    def save(step: int) -> str:
         meta = {"config": config.as_dict(), "ranks": world.size, "optimizer": config.optimizer,
                 "dtype": config.dtype} | layout.describe()
-        checkpoint.save(startup.checkpoint_dir(config), step, model.params(), opt.state(), meta,
-                        config.keep_checkpoints)
+        return checkpoint.save(startup.checkpoint_dir(config), step, model.params(),
+                               opt.state(), meta, config.keep_checkpoints)
     return save
+
+
+def _stopped(config: cli.Config, world: distributed.World, save, stop: sync.Stopped,
+             steps: int) -> NoReturn:
+    """After a stop signal: rank 0 checkpoints the step all stopped after (unless saved
+    already) and says so; every rank exits with preempt.EXIT_REQUEUE once it is on disk."""
+    if world.is_chief:
+        from .checkpoint import path_for
+        path = path_for(startup.checkpoint_dir(config), stop.step) if stop.saved else (
+            save(stop.step))
+        # Also as a file: a launcher that ends the others at the first exit (srun -K) may turn
+        # the ranks' common exit status into another one.
+        outputs.atomic_write(os.path.join(config.output_dir, preempt.STOPPED),
+                             lambda f: f.write(f"{stop.step}\n".encode()))
+        outputs.say(f"stopped by {preempt.received() or 'a stop signal to another rank'} "
+                    f"after step {stop.step} of {steps}: checkpoint {path}; "
+                    "--resume goes on from it")
+    # Horovod: no rank leaves before that, since a launcher ends the job at the first exit.
+    distributed.any_rank(False)
+    sys.stdout.flush()
+    sys.exit(preempt.EXIT_REQUEUE)
 
 
 def _finish(config: cli.Config, world: distributed.World, model, opt: Optimizer) -> None:
