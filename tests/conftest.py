@@ -147,6 +147,26 @@ DIGIT_ROWS = 61  # uneven shards: 31 + 30 on 2 ranks, 21 + 20 + 20 on 3
 
 
 @pytest.fixture(scope="module")
+def slurm(tmp_path_factory, request):
+    """A real one-node Slurm for the test module, claiming its SLURM_CPUS CPUs (default 4);
+    stopped by PID afterwards, with nothing it started left running."""
+    from slurm_cluster import LocalSlurm, missing_reason
+    reason = missing_reason()
+    if reason:
+        pytest.skip(reason)
+    tag = uuid.uuid4().hex
+    cluster = LocalSlurm(tmp_path_factory.mktemp("slurm"), job_env({TAG_VAR: tag}),
+                         cpus=getattr(request.module, "SLURM_CPUS", 4))
+    try:
+        cluster.start()
+        yield cluster
+    finally:
+        cluster.stop()
+        leftovers = kill_tagged(tag)  # job steps, ranks: anything the cluster started
+        assert not leftovers, f"left running after the cluster stopped: {leftovers}"
+
+
+@pytest.fixture(scope="module")
 def digits(tmp_path_factory) -> Path:
     """The first DIGIT_ROWS of scikit-learn's digits, written by the example's own script."""
     path = tmp_path_factory.mktemp("digits") / "digits.npz"

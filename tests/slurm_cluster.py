@@ -40,12 +40,17 @@ SelectTypeParameters=CR_CPU
 MpiDefault=none
 ReturnToService=2
 SchedulerType=sched/builtin
+# Look at pending jobs every 5 s, not 60: a requeued job starts soon after Slurm's hold ends.
+SchedulerParameters=sched_interval=5
 AccountingStorageType=accounting_storage/none
 JobAcctGatherType=jobacct_gather/none
 JobCompType=jobcomp/none
 InactiveLimit=0
 KillWait=5
 MinJobAge=600
+# Job ids of their own: PMIx names its directories /tmp/spmix_appdir_UID_JOB.STEP, so two test
+# clusters numbering from 1 would collide.
+FirstJobId={first_job}
 # The node claims {cpus} CPUs whatever the machine has, so `sbatch -n {cpus}` oversubscribes.
 SlurmdParameters=config_overrides
 NodeName=node0 NodeAddr=127.0.0.1 NodeHostname={host} CPUs={cpus} State=UNKNOWN
@@ -84,7 +89,8 @@ class LocalSlurm:
         key.chmod(0o600)
         (self.d / "slurm.conf").write_text(CONF.format(
             d=self.d, host=socket.gethostname(), ctld_port=_free_port(),
-            slurmd_port=_free_port(), cpus=self.cpus))
+            slurmd_port=_free_port(), cpus=self.cpus,
+            first_job=1000 + 3 * int.from_bytes(os.urandom(3), "big")))  # < MaxJobId
         self._spawn("munged", ["munged", "-F", "-f", f"--socket={self.d}/munge.sock",
                                f"--key-file={key}", f"--log-file={self.d}/munged.log",
                                f"--pid-file={self.d}/munged.pid",
@@ -133,11 +139,17 @@ class LocalSlurm:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             m = re.search(r"JobState=(\w+)", self.scontrol("show", "job", "-o", str(job)))
-            if m and m.group(1) not in ("PENDING", "RUNNING", "COMPLETING", "CONFIGURING"):
+            if m and m.group(1) not in ("PENDING", "RUNNING", "COMPLETING", "CONFIGURING",
+                                          "REQUEUED", "REQUEUE_FED"):
                 return m.group(1)
             time.sleep(0.5)
         subprocess.run(["scancel", str(job)], env=self.env, timeout=30)
         raise TimeoutError(f"job {job} still not finished after {timeout}s")
+
+    def job_field(self, job: int, field: str) -> str | None:
+        """One field of `scontrol show job` (e.g. Restarts), or None."""
+        m = re.search(rf"\b{field}=(\S+)", self.scontrol("show", "job", "-o", str(job)))
+        return m.group(1) if m else None
 
     def stop(self) -> None:
         """Stop the daemons by PID, newest first: SIGTERM, then SIGKILL after 10 s."""

@@ -2,34 +2,16 @@
 from __future__ import annotations
 
 import re
-import uuid
 
 import pytest
 
 import oracle
-from conftest import ROOT, TAG_VAR, job_env, kill_tagged, read_metrics, run, save_npz
-from conftest import launch_cmd
-from slurm_cluster import LocalSlurm, missing_reason
+from conftest import ROOT, launch_cmd, read_metrics, run, save_npz
+from slurm_cluster import LocalSlurm
 
 STEPS = 200
 JOB = ("--steps", str(STEPS), "--dtype", "float64")  # float64: compared to rounding (1e-9)
 LOSS_LINE = re.compile(r"step\s+(\d+)\s+loss\s+(\S+)")
-
-
-@pytest.fixture(scope="module")
-def slurm(tmp_path_factory):
-    reason = missing_reason()
-    if reason:
-        pytest.skip(reason)
-    tag = uuid.uuid4().hex
-    cluster = LocalSlurm(tmp_path_factory.mktemp("slurm"), job_env({TAG_VAR: tag}))
-    try:
-        cluster.start()
-        yield cluster
-    finally:
-        cluster.stop()
-        leftovers = kill_tagged(tag)  # job steps, ranks: anything the cluster started
-        assert not leftovers, f"left running after the cluster stopped: {leftovers}"
 
 
 @pytest.fixture(scope="module")

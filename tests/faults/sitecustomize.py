@@ -5,6 +5,8 @@ DPTRAIN_FAULT=KIND:RANK:STEP makes rank RANK, when it is about to run step STEP,
   oom    allocate an impossible array: numpy's real MemoryError
   kill   SIGKILL itself (the node died, the OOM killer struck)
 It writes the time it fired to $DPTRAIN_FAULT_STAMP, so a test can time the job's end.
+DPTRAIN_STEP_DELAY=SECONDS makes every rank's every update take that much longer (a slow job
+for the time-limit tests, with the same numbers).
 Works under every launcher, since it needs nothing but the environment.
 """
 from __future__ import annotations
@@ -29,7 +31,22 @@ def _fire(kind: str, step: int) -> None:
         os.kill(os.getpid(), signal.SIGKILL)
 
 
+def _slow(sync) -> None:
+    delay = float(os.environ["DPTRAIN_STEP_DELAY"])
+    advance = sync.Trainer.advance
+
+    def slow(self, k: int, count: int) -> int:
+        time.sleep(delay * count)
+        return advance(self, k, count)
+
+    sync.Trainer.advance = slow
+
+
 def _patch(sync) -> None:
+    if os.environ.get("DPTRAIN_STEP_DELAY"):
+        _slow(sync)
+    if not os.environ.get("DPTRAIN_FAULT"):
+        return
     from dptrain import launcher
     kind, rank, step = os.environ["DPTRAIN_FAULT"].split(":")
     if launcher.rank() != int(rank):
@@ -61,5 +78,5 @@ class _Finder(importlib.abc.MetaPathFinder):
         return spec
 
 
-if os.environ.get("DPTRAIN_FAULT"):
+if os.environ.get("DPTRAIN_FAULT") or os.environ.get("DPTRAIN_STEP_DELAY"):
     sys.meta_path.insert(0, _Finder())
