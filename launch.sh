@@ -60,6 +60,16 @@ elif [ "$in_slurm" = 0 ]; then
     cmd+=(--oversubscribe)  # one machine: allow more ranks than cores (the pools are sized)
 fi  # in Slurm, mpirun reads the allocation's nodes and slots itself
 [ "$(id -u)" -eq 0 ] && cmd+=(--allow-run-as-root)
+# A host that drops off the network without closing its connections (link down, hung kernel) is
+# noticed only by TCP keepalive on the runtime's connections, which Open MPI sends after 300 s
+# idle, then 9 probes 20 s apart: 8 minutes. These end the job within 10 + 3 x 5 = 25 s of
+# silence (docs/launching.md, "A host that goes silent"). PRTE_: Open MPI 5's runtime.
+for knob in keepalive_time=10 keepalive_intvl=5 keepalive_probes=3; do
+    for prefix in OMPI_MCA_oob_tcp_ PRTE_MCA_oob_tcp_; do
+        var=$prefix${knob%%=*}
+        export "$var=${!var:-${knob#*=}}"
+    done
+done
 # Pass the environment the ranks need on every host (-x NAME exports NAME's value here).
 for var in PATH LD_LIBRARY_PATH PYTHONPATH OMP_NUM_THREADS TF_CPP_MIN_LOG_LEVEL \
            $(compgen -e | grep -E '^(HOROVOD|NCCL)_' || true); do
@@ -68,6 +78,40 @@ done
 read -r -a extra <<<"$MPIRUN_ARGS"
 cmd+=("${extra[@]}" "$PYTHON" "$here/train.py" "$@")
 
+# Open MPI reports a host that went silent in a box of 11 lines: say it in one line as well,
+# and note it in file $1 (Open MPI 5's mpirun then exits 0, as if the job had finished).
+name_silent_host() {
+    trap '' INT TERM HUP USR1 USR2  # read to mpirun's last line, whatever signal the job gets
+    local line lost=0
+    while IFS= read -r line || [ -n "$line" ]; do  # the last line may lack its newline
+        printf '%s\n' "$line"
+        [[ "$line" == *"lost communication with a remote daemon"* ]] && lost=1
+        if [ "$lost" = 1 ] && [[ "$line" =~ Remote\ daemon:.*\ on\ node\ ([^[:space:]]+) ]]; then
+            echo "launch.sh: error: host ${BASH_REMATCH[1]} went silent (its network link or" \
+                 "the host is down): mpirun ended the job"
+            echo "${BASH_REMATCH[1]}" >>"$1"
+            lost=0
+        fi
+    done
+    echo done >>"$1.done"
+}
+
 echo "+ ${cmd[*]}" >&2
 [ "$dry_run" = 1 ] && exit 0
-exec "${cmd[@]}"
+silent=$(mktemp)
+trap 'rm -f "$silent" "$silent.done"' EXIT
+"${cmd[@]}" 2> >(name_silent_host "$silent" >&2) &
+pid=$!
+# This script stands between its caller and mpirun: the signals a scheduler or a terminal sends
+# go on to mpirun (which passes SIGUSR1/2 to the ranks, see train.sbatch).
+for sig in INT TERM HUP USR1 USR2; do
+    trap "kill -s $sig $pid 2>/dev/null || true" "$sig"
+done
+rc=0
+while :; do
+    wait "$pid" && rc=0 || rc=$?
+    kill -0 "$pid" 2>/dev/null || break  # still running: a trapped signal ended the wait
+done
+for _ in $(seq 50); do [ -s "$silent.done" ] && break; sleep 0.1; done  # the filter's last lines
+[ -s "$silent" ] && [ "$rc" = 0 ] && rc=1
+exit "$rc"

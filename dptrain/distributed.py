@@ -10,7 +10,7 @@ from typing import TypeVar
 import horovod.tensorflow as hvd
 import tensorflow as tf
 
-from . import errors, runtime
+from . import errors, runtime, silence
 from .outputs import hostname_row, hostnames_from
 
 T = TypeVar("T")
@@ -67,11 +67,20 @@ def first_failing_rank(failed: bool, world: World) -> int | None:
     return None if lowest == world.size else lowest
 
 
+def any_rank(flag: bool) -> bool:
+    """Collective: whether `flag` is true on any rank; every rank must call it together."""
+    # Horovod: the maximum over ranks of 0 or 1.
+    return bool(hvd.allreduce(tf.constant(int(flag), tf.int32), op=hvd.Max,
+                              name="dptrain.any").numpy())
+
+
 def hostnames() -> list[str]:
-    """Collective: every rank's hostname, in rank order."""
+    """Collective: every rank's hostname, in rank order (kept for silence.report)."""
     mine = tf.constant(hostname_row()[None, :])
     # Horovod: allgather stacks one row per rank, in rank order, on every rank.
-    return hostnames_from(hvd.allgather(mine, name="dptrain.hosts").numpy())
+    hosts = hostnames_from(hvd.allgather(mine, name="dptrain.hosts").numpy())
+    silence.remember(hosts)
+    return hosts
 
 
 def agree(world: World, task: Callable[[], T]) -> T:

@@ -8,7 +8,7 @@ import traceback
 from collections.abc import Callable
 from typing import NoReturn, TypeVar
 
-from . import launcher
+from . import launcher, silence
 
 T = TypeVar("T")
 
@@ -62,19 +62,28 @@ def guard(main: Callable[[], None]) -> None:
 
     The failing rank says `rank R: Type: message` and leaves at once with os._exit, skipping
     Horovod's and MPI's orderly shutdown (which would wait for the other ranks): the launcher
-    (mpirun, horovodrun, srun -K) sees a rank gone and stops the rest. DPTRAIN_TRACEBACK=1 also
-    prints the traceback.
+    (mpirun, horovodrun, srun -K) sees a rank gone and stops the rest. When another host of
+    the job no longer answers on the network, the line names it instead (silence.py).
+    DPTRAIN_TRACEBACK=1 also prints the traceback.
     """
     try:
         main()
     except Exception as e:  # noqa: BLE001 (JobError too; SystemExit and Ctrl-C pass through)
         text = str(e).strip()
-        if SECONDARY not in text:
+        # A failed collective may mean a host went silent: then that is the news. (Hosts that
+        # answer cost a few milliseconds to ask, and a one-host job none.)
+        collective = not isinstance(e, JobError) and "horovod" in text.lower()
+        silent = silence.silent_hosts(launcher.rank()) if collective else {}
+        if silent:
+            line = silence.report(launcher.rank(), silent)
+            if line:
+                print(f"dptrain: error: rank {launcher.rank()}: {line}", file=sys.stderr)
+        elif SECONDARY not in text:
             kind = "" if isinstance(e, JobError) else f"{type(e).__name__}: "
             line = text.splitlines()[0] if text else "(no message)"
             print(f"dptrain: error: rank {launcher.rank()}: {kind}{line}", file=sys.stderr)
-            if os.environ.get("DPTRAIN_TRACEBACK") == "1":
-                traceback.print_exc()
+        if os.environ.get("DPTRAIN_TRACEBACK") == "1":
+            traceback.print_exc()
         sys.stdout.flush()
         sys.stderr.flush()
         os._exit(EXIT_USAGE if isinstance(e, JobError) else 1)

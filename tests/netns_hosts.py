@@ -145,9 +145,16 @@ class TwoHosts:
         self.sshd.clear()
         self._remove_leftovers()
 
+    def link(self, name: str, up: bool) -> None:
+        """Take a host's network link down (it drops off the network, processes alive) or up."""
+        sh("ip", "-n", f"dpt-{name}", "link", "set", NIC, "up" if up else "down")
+
     @staticmethod
     def _remove_leftovers() -> None:
-        """Delete this fixture's namespaces and bridge, also those a crashed run left."""
-        for name in NAMES:
+        """Delete this fixture's namespaces, links and bridge, also those a crashed run left."""
+        for i, name in enumerate(NAMES):
             sh("ip", "netns", "del", f"dpt-{name}", check=False)
+            # A namespace outlives its name while sockets in it still retransmit (after a
+            # link-down test): deleting the veth end here frees the name for the next start.
+            sh("ip", "link", "del", f"dptv{i}", check=False)
         sh("ip", "link", "del", NIC, check=False)
