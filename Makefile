@@ -3,18 +3,20 @@
 # make test-fast - the tests that start no launcher (oracle, slicing, loaders, CLI, in-process
 #   step, single-process example; under 3 min)
 # make bench - set up if needed, then bench/compare.py and bench/timeline.py (about 17 min)
-# make setup - system MPI + .venv + patched Horovod (idempotent; scripts/setup.sh)
+# make setup - system MPI + .venv + patched Horovod (idempotent; scripts/setup.sh); GPU=1:
+#   tensorflow[and-cuda] and Horovod with NCCL (needs a CUDA 12 toolkit; docs/setup.md)
 # make horovod-tests HOROVOD_TESTS=DIR - Horovod's own TensorFlow suite against our build
 # make debian13-check - the set-up and the seed job in a fresh Debian 13 root (root only;
 #   DEB13_SUITE=1 also runs make test there)
 VENV ?= .venv
 NP ?= 4
+GPU ?= 0
 export TF_CPP_MIN_LOG_LEVEL ?= 2
 
 .PHONY: setup run test test-fast bench clean horovod-tests debian13-check
 
 setup:
-	bash scripts/setup.sh
+	GPU=$(GPU) bash scripts/setup.sh
 
 run: setup
 	$(VENV)/bin/horovodrun -np $(NP) $(VENV)/bin/python train.py $(ARGS)

