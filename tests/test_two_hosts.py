@@ -1,13 +1,22 @@
-"""The job across two hosts for real: namespaces with sshd, TCP, launch.sh and horovodrun."""
+"""The job across two hosts for real: namespaces with sshd, TCP, launch.sh and horovodrun; and
+what happens when one host drops off the network mid-run."""
 from __future__ import annotations
 
+import os
+import re
+import signal
 import statistics
+import subprocess
+import threading
 import time
+import uuid
+from pathlib import Path
 
 import pytest
 
 import oracle
-from conftest import BIN, launch_cmd, read_metrics, relative_gap, run, save_npz
+from conftest import BIN, ROOT, TAG_VAR, job_env, kill_tagged, launch_cmd, read_metrics
+from conftest import relative_gap, run, save_npz
 from netns_hosts import NIC, SUBNET, TwoHosts, missing_reason
 
 STEPS = 500
@@ -82,3 +91,140 @@ def test_horovodrun_across_hosts(controller, hosts, init, single, tmp_path) -> N
                          options=("-H", "h1:1,h2:1", "--network-interface", NIC)),
               env={"PATH": f"{hosts.bin}:{BIN}:/usr/sbin:/usr/bin:/sbin:/bin"}, timeout=180)
     check_run(res, metrics, single, hosts)
+
+
+def _job_processes(hosts: TwoHosts, name: str) -> list[str]:
+    """The command lines of the job's processes left on a host (sshd's own are not the job's)."""
+    res = subprocess.run(["ip", "netns", "pids", f"dpt-{name}"], capture_output=True, text=True)
+    left = []
+    for pid in res.stdout.split():
+        try:
+            exe = os.readlink(f"/proc/{pid}/exe")
+            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+        except OSError:
+            continue  # gone meanwhile
+        if not os.path.basename(exe).startswith("sshd"):  # sshd, OpenSSH 9.8's sshd-session
+            left.append(cmdline)
+    return left
+
+
+class _Job:
+    """A job started in its own process group and tagged, its output collected line by line."""
+
+    def __init__(self, cmd: list[str], env: dict):
+        self.tag = uuid.uuid4().hex
+        self.proc = subprocess.Popen(cmd, cwd=ROOT, env=job_env(env | {TAG_VAR: self.tag}),
+                                     text=True, stdout=subprocess.PIPE,
+                                     stderr=subprocess.STDOUT, start_new_session=True)
+        self.lines: list[str] = []
+        self.reader = threading.Thread(target=lambda: self.lines.extend(self.proc.stdout),
+                                       daemon=True)
+        self.reader.start()
+
+    def wait_for(self, pattern: str, timeout: float) -> float:
+        """Wait until a line matches; the time (monotonic) it was seen."""
+        deadline = time.monotonic() + timeout
+        while not any(re.search(pattern, ln) for ln in self.lines):
+            assert self.proc.poll() is None and time.monotonic() < deadline, self.out()
+            time.sleep(0.2)
+        return time.monotonic()
+
+    def end(self) -> list[int]:
+        """Kill whatever is left (process group, then tagged); the tagged PIDs still alive."""
+        if self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        killed = kill_tagged(self.tag)
+        self.reader.join(5)
+        return killed
+
+    def out(self) -> str:
+        return "".join(self.lines)[-3000:]
+
+
+@pytest.mark.parametrize("launcher", ["launch.sh", "horovodrun-gloo"])
+def test_a_host_that_drops_off_the_network_ends_the_job(launcher, hosts, tmp_path) -> None:
+    """h2's link goes down mid-run, its processes alive: the job ends within 60 s, one line
+    names the host (or its rank), and nothing of the job is left on either host."""
+    env = {"PATH": f"{hosts.bin}:{BIN}:/usr/sbin:/usr/bin:/sbin:/bin"}
+    job = ("--steps", "100000000", "--log-every", "20000")
+    if launcher == "launch.sh":
+        hostfile = tmp_path / "hostfile"
+        hostfile.write_text(f"{hosts.addr['h1']} slots=1\n{hosts.addr['h2']} slots=1\n")
+        env |= {"HOSTFILE": str(hostfile), "MPIRUN_ARGS": f"-mca btl_tcp_if_include "
+                f"{SUBNET}.0/24 -mca oob_tcp_if_include {SUBNET}.0/24"}
+        # Open MPI 4 names the host by its address, Open MPI 5 by its name.
+        cmd, named = launch_cmd("launch.sh", 2, *job), (
+            f"launch.sh: error: host ({re.escape(hosts.addr['h2'])}|h2) went silent")
+    else:
+        cmd = launch_cmd("horovodrun-gloo", 2, *job,
+                         options=("-H", "h1:1,h2:1", "--network-interface", NIC))
+        named = "host h2 (rank 1) went silent|Process 1 exit with status code 255"
+    run_ = _Job(cmd, env)
+    try:
+        run_.wait_for(r"step\s+20000\s+loss", 180)
+        down = time.monotonic()
+        hosts.link("h2", up=False)
+        run_.proc.wait(timeout=90)
+        took = time.monotonic() - down
+        # Still cut off: h2's processes must end on their own, not when the link comes back.
+        left = _left_on_hosts(hosts, until=down + 60)
+    finally:
+        killed = run_.end()
+        hosts.link("h2", up=True)
+    print(f"{launcher}: the job ended {took:.1f} s after h2's link went down")
+    assert run_.proc.returncode != 0 and took < 60, run_.out()
+    assert len([ln for ln in run_.lines if re.search(named, ln)]) == 1, run_.out()
+    assert left == {"h1": [], "h2": []} and killed == [], (left, killed)
+
+
+def test_elastic_training_goes_on_without_a_host_that_drops_off_the_network(hosts, tmp_path):
+    """Under horovodrun --elastic, one host's link goes down mid-run: within 60 s the other
+    host's worker rolls back to the last commit and goes on alone, and the run ends with the
+    single-process losses (full-batch descent does not depend on the number of ranks)."""
+    job = ("--steps", "300000", "--log-every", "5000", "--dtype", "float64")
+    reference = tmp_path / "reference.jsonl"
+    res = run(launch_cmd("none", 1, *job, "--metrics", str(reference)), timeout=180)
+    assert res.rc == 0, res.stderr
+    hosts_file = tmp_path / "hosts"
+    hosts_file.write_text("h1:1\nh2:1\n")  # the discovery script keeps listing both
+    metrics = tmp_path / "elastic.jsonl"
+    cmd = launch_cmd("horovodrun-gloo", 2, "--elastic", *job, "--metrics", str(metrics),
+                     options=("--min-np", "1", "--max-np", "2", "--network-interface", NIC,
+                              "--host-discovery-script",
+                              str(ROOT / "scripts" / "discover_hosts.sh")))
+    run_ = _Job(cmd, {"PATH": f"{hosts.bin}:{BIN}:/usr/sbin:/usr/bin:/sbin:/bin",
+                      "HOSTS_FILE": str(hosts_file)})
+    silent = None
+    try:
+        run_.wait_for(r"step\s+5000\s+loss.*ranks 2", 180)
+        # horovodrun picks the order of the hosts: the one of rank 1 goes silent, since rank 0
+        # at the start is the one that writes the metrics (docs/launching.md).
+        first, silent = re.search(r"ranks 2 on 2 hosts: (h\d) \[0\], (h\d) \[1\]",
+                                  run_.out()).groups()
+        down = time.monotonic()
+        hosts.link(silent, up=False)
+        went_on = run_.wait_for(rf"elastic: ranks 1 on 1 host: {first} \[0\], from step", 90)
+        run_.proc.wait(timeout=120)
+        left = _left_on_hosts(hosts, until=time.monotonic() + 10, names=(first,))
+    finally:
+        run_.end()
+        if silent:
+            hosts.link(silent, up=True)
+        hosts.kill_jobs()  # the silent host's worker, cut off from horovodrun, is not the job's
+    print(f"elastic: {first} went on alone {went_on - down:.1f} s after {silent}'s link went down")
+    assert run_.proc.returncode == 0 and went_on - down < 60, run_.out()
+    got, want = read_metrics(metrics), read_metrics(reference)
+    assert [r["step"] for r in got] == [r["step"] for r in want]  # every step logged once
+    assert {r["ranks"] for r in got} == {1, 2}
+    assert relative_gap([r["loss"] for r in got], [r["loss"] for r in want]) < 1e-9
+    assert left == {first: []}, left
+
+
+def _left_on_hosts(hosts: TwoHosts, until: float,
+                   names: tuple[str, ...] = ("h1", "h2")) -> dict[str, list[str]]:
+    """The job's processes on each host, once there are none or at `until` (monotonic)."""
+    while True:
+        left = {name: _job_processes(hosts, name) for name in names}
+        if not any(left.values()) or time.monotonic() > until:
+            return left
+        time.sleep(0.5)
