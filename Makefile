@@ -36,7 +36,8 @@ HOROVOD_TESTS ?= ../shared/horovod-tests-v0.28.1
 horovod-tests: setup
 	bash scripts/horovod_tests.sh $(HOROVOD_TESTS)
 
-debian13-check: setup
+debian13-check:
+	APT_EXTRA=debootstrap bash scripts/setup.sh
 	bash scripts/debian13_check.sh
 
 bench: setup
