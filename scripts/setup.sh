@@ -147,18 +147,23 @@ gpu_toolkit() {  # GPU=1: CUDA_HOME := a CUDA $CUDA_MAJOR toolkit, whose nvcc bu
     [ "${version%%.*}" = "$CUDA_MAJOR" ] || unsupported "GPU=1: $nvcc is CUDA ${version:-of unknown version}, but tensorflow==$(pin tensorflow-cpu)'s GPU wheels need CUDA $CUDA_MAJOR: install a CUDA $CUDA_MAJOR toolkit or set CUDA_HOME to one"
     CUDA_HOME=$(cd "$(dirname "$nvcc")/.." && pwd)
     NVCC_VERSION=$version
+}
+
+gpu_host_compiler() {  # GPU=1, once g++ is installed: CUDAHOSTCXX := a g++ this nvcc accepts
     # nvcc accepts host compilers up to a version: gcc 13 for CUDA 12.0-12.7 (Debian 13's 12.4
     # beside its gcc 14). CMake hands nvcc the compiler CUDAHOSTCXX names.
-    local gcc_major; gcc_major=$(c++ -dumpversion 2>/dev/null | cut -d. -f1)
-    local minor=${version#*.}; minor=${minor%%.*}
+    local gcc_major minor=${NVCC_VERSION#*.}
+    gcc_major=$(c++ -dumpversion | cut -d. -f1)
+    minor=${minor%%.*}
     if [ -z "${CUDAHOSTCXX:-}" ] && [ "${minor:-0}" -lt 8 ] && [ "${gcc_major:-0}" -gt 13 ]; then
-        command -v g++-13 >/dev/null || unsupported "GPU=1: CUDA $version's nvcc takes gcc 13 at most, and c++ is gcc $gcc_major: install g++-13 or set CUDAHOSTCXX to a g++ of 13 or older"
+        command -v g++-13 >/dev/null || unsupported "GPU=1: CUDA $NVCC_VERSION's nvcc takes gcc 13 at most, and c++ is gcc $gcc_major: install g++-13 or set CUDAHOSTCXX to a g++ of 13 or older"
         export CUDAHOSTCXX=$(command -v g++-13)
     fi
 }
 
 gpu_build_env() {  # GPU=1: Horovod's NCCL build flags, NCCL from the venv's nvidia-nccl wheel
     local nccl
+    gpu_host_compiler
     nccl=$("$VENV/bin/python" -c 'import nvidia.nccl as m; print(list(m.__path__)[0])')
     # The wheel ships lib/libnccl.so.2 only; the linker looks for libnccl.so.
     mkdir -p "$VENV/nccl/lib"
