@@ -8,12 +8,14 @@
 # make horovod-tests HOROVOD_TESTS=DIR - Horovod's own TensorFlow suite against our build
 # make debian13-check - the set-up and the seed job in a fresh Debian 13 root (root only;
 #   DEB13_SUITE=1 also runs make test there)
+# make gpu-build-check - make setup GPU=1 in a Debian 13 root with its CUDA 12 toolkit, on a
+#   machine without a GPU: the build lists NCCL and trains on the CPU (root only; ~6 GB)
 VENV ?= .venv
 NP ?= 4
 GPU ?= 0
 export TF_CPP_MIN_LOG_LEVEL ?= 2
 
-.PHONY: setup run test test-fast bench clean horovod-tests debian13-check
+.PHONY: setup run test test-fast bench clean horovod-tests debian13-check gpu-build-check
 
 setup:
 	GPU=$(GPU) bash scripts/setup.sh
@@ -39,6 +41,10 @@ horovod-tests: setup
 debian13-check:
 	APT_EXTRA=debootstrap bash scripts/setup.sh
 	bash scripts/debian13_check.sh
+
+gpu-build-check:
+	APT_EXTRA=debootstrap bash scripts/setup.sh
+	DEB13_GPU=1 bash scripts/debian13_check.sh
 
 bench: setup
 	$(VENV)/bin/python bench/compare.py $(ARGS)

@@ -5,11 +5,15 @@
 #   bash scripts/debian13_check.sh          (make debian13-check; root, Debian host)
 # The root and its caches (apt, pip, the Horovod wheel) stay in DEB13_DIR, so a rerun takes
 # minutes; `rm -rf` it to start from nothing. DEB13_SUITE=1 also runs `make test` in the
-# root (about 10 minutes). Knobs: DEB13_DIR, DEB13_SUITE, TIMEOUT.
+# root (about 30 minutes). DEB13_GPU=1 checks the GPU build instead, in a root of its own
+# (make gpu-build-check): Debian's CUDA 12 toolkit, `make setup GPU=1`, `horovodrun
+# --check-build` listing NCCL, and the seed job on the CPU equal to this host's (about 6 GB of
+# downloads the first time). Knobs: DEB13_DIR, DEB13_SUITE, DEB13_GPU, TIMEOUT.
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-DEB13_DIR=${DEB13_DIR:-/var/cache/dptrain-debian13}
+DEB13_GPU=${DEB13_GPU:-0}
+DEB13_DIR=${DEB13_DIR:-/var/cache/dptrain-debian13$([ "$DEB13_GPU" = 1 ] && echo -gpu)}
 TIMEOUT=${TIMEOUT:-3600}
 CHROOT=$DEB13_DIR/root
 log() { echo "debian13-check: $*" >&2; }
@@ -74,6 +78,30 @@ print(f"{len(root)} losses, largest relative gap {gap:.1e}")
 PY
 }
 
+gpu_build() {  # DEB13_GPU=1: the GPU build where there is no GPU, its seed job on the CPU
+    log "GPU build inside Debian 13: CUDA 12 from non-free, make setup GPU=1 (log: $DEB13_DIR/gpu.log)"
+    local t0=$SECONDS
+    in_root "$DEB13_DIR/gpu.log" '
+        sed -i "s/ trixie main\$/ trixie main contrib non-free/" /etc/apt/sources.list
+        apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q \
+            nvidia-cuda-toolkit g++-13 >/dev/null
+        nvcc --version | tail -n2
+        cd /root/dptrain
+        s=$SECONDS; GPU=1 make setup; echo "GPU set-up: $((SECONDS - s)) s"
+        TF_CPP_MIN_LOG_LEVEL=3 .venv/bin/horovodrun --check-build
+        mpirun --allow-run-as-root --oversubscribe -np 2 .venv/bin/python train.py \
+            --dtype float64 --metrics /tmp/gpu-build.jsonl >/dev/null
+        '
+    log "inside Debian 13: $((SECONDS - t0)) s; $(grep -m1 "GPU set-up:" "$DEB13_DIR/gpu.log")"
+    sed -n '/Available Tensor Operations/,/^$/p' "$DEB13_DIR/gpu.log" | sed 's/^/    /' >&2
+    grep -q '\[X\] NCCL' "$DEB13_DIR/gpu.log" || die "horovodrun --check-build lacks NCCL"
+    "$ROOT/.venv/bin/python" "$ROOT/train.py" --dtype float64 --metrics "$DEB13_DIR/host.jsonl" \
+        >/dev/null
+    log "GPU build, mpirun -np 2 on the CPU: $(compare "$DEB13_DIR/host.jsonl" \
+        "$CHROOT/tmp/gpu-build.jsonl" 1e-12)"
+    log "ok: the GPU build lists NCCL and trains as this host's CPU build does"
+}
+
 main() {
     mkdir -p "$DEB13_DIR"
     [ -x "$CHROOT/usr/bin/apt-get" ] || make_root
@@ -82,6 +110,7 @@ main() {
     git clone -q --no-local "$ROOT" "$CHROOT/root/dptrain"
     trap unmount_root EXIT
     mount_root
+    [ "$DEB13_GPU" = 1 ] && { gpu_build; return; }
     log "set-up and seed job inside Debian 13 (log: $DEB13_DIR/run.log)"
     local t0=$SECONDS
     in_root "$DEB13_DIR/run.log" '
