@@ -93,7 +93,8 @@ gpu_build() {  # DEB13_GPU=1: the GPU build where there is no GPU, its seed job 
             --dtype float64 --metrics /tmp/gpu-build.jsonl >/dev/null
         '
     log "inside Debian 13: $((SECONDS - t0)) s; $(grep -m1 "GPU set-up:" "$DEB13_DIR/gpu.log")"
-    sed -n '/Available Tensor Operations/,/^$/p' "$DEB13_DIR/gpu.log" | sed 's/^/    /' >&2
+    awk '/Available Frameworks:/ {p = 1} p {print "    " $0} /Tensor Operations:/ {t = p}
+         t && /Gloo/ {exit}' "$DEB13_DIR/gpu.log" >&2  # what --check-build printed
     grep -q '\[X\] NCCL' "$DEB13_DIR/gpu.log" || die "horovodrun --check-build lacks NCCL"
     "$ROOT/.venv/bin/python" "$ROOT/train.py" --dtype float64 --metrics "$DEB13_DIR/host.jsonl" \
         >/dev/null
