@@ -13,7 +13,8 @@ set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 DEB13_GPU=${DEB13_GPU:-0}
-DEB13_DIR=${DEB13_DIR:-/var/cache/dptrain-debian13$([ "$DEB13_GPU" = 1 ] && echo -gpu)}
+suffix=""; [ "$DEB13_GPU" = 0 ] || suffix=-gpu  # a root of its own: 6 GB more
+DEB13_DIR=${DEB13_DIR:-/var/cache/dptrain-debian13$suffix}
 TIMEOUT=${TIMEOUT:-3600}
 CHROOT=$DEB13_DIR/root
 log() { echo "debian13-check: $*" >&2; }
