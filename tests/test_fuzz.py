@@ -87,8 +87,8 @@ def test_csv_of_arbitrary_text_fails_cleanly_or_loads(text: str, tmp_path_factor
     path.write_text(text)
     try:
         load_data(path)
-    except JobError:
-        pass
+    except JobError as e:
+        assert str(e).startswith(f"--data {path}: ") and "\n" not in str(e)
 
 
 def good_checkpoint(folder: pathlib.Path) -> tuple[str, dict]:
