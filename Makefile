@@ -1,13 +1,15 @@
 # make run   - set up if needed, then train the seed job on 4 ranks with horovodrun
-# make test  - set up if needed, then run the test suite (all of it, about 20 min)
+# make test  - set up if needed, then run the test suite (all of it; docs/testing.md has times)
 # make test-fast - the tests that start no launcher (oracle, slicing, loaders, CLI, in-process
-#   step, single-process example; under 3 min)
+#   step, single-process example; under a minute)
+# make test-platform - the fast tier and the tests whose outcome the OS, Python, MPI or the
+#   Horovod build can change (launchers, faults, elastic, Slurm, set-up, Keras 3 through Horovod)
 # make bench - set up if needed, then bench/compare.py and bench/timeline.py (about 17 min)
 # make setup - system MPI + .venv + patched Horovod (idempotent; scripts/setup.sh); GPU=1:
 #   tensorflow[and-cuda] and Horovod with NCCL (needs a CUDA 12 toolkit; docs/setup.md)
 # make horovod-tests HOROVOD_TESTS=DIR - Horovod's own TensorFlow suite against our build
 # make debian13-check - the set-up and the seed job in a fresh Debian 13 root (root only;
-#   DEB13_SUITE=1 also runs make test there)
+#   DEB13_SUITE=1 also runs make test-platform there, DEB13_SUITE=all make test)
 # make gpu-build-check - make setup GPU=1 in a Debian 13 root with its CUDA 12 toolkit, on a
 #   machine without a GPU: the build lists NCCL and trains on the CPU (root only; ~6 GB)
 VENV ?= .venv
@@ -15,7 +17,8 @@ NP ?= 4
 GPU ?= 0
 export TF_CPP_MIN_LOG_LEVEL ?= 2
 
-.PHONY: setup run test test-fast bench clean horovod-tests debian13-check gpu-build-check
+.PHONY: setup run test test-fast test-platform bench clean horovod-tests debian13-check \
+	gpu-build-check
 
 setup:
 	GPU=$(GPU) bash scripts/setup.sh
@@ -24,15 +27,20 @@ run: setup
 	$(VENV)/bin/horovodrun -np $(NP) $(VENV)/bin/python train.py $(ARGS)
 
 # The tests also need a real Slurm (slurm-wlm, munge), and sshd and iproute2 for the two-host runs.
-# Two pytest workers, one test file each at a time: most tests wait on process start-up,
-# so two overlap well on two cores (one file's module fixtures stay in one worker).
-PYTEST_ARGS ?= -n 2 --dist loadfile
+# Two pytest workers; a file whose tests share a module fixture (a cluster, two hosts, reference
+# runs) is one xdist group, the other tests spread one by one. The 30 slowest are listed.
+TEST_PACKAGES = slurm-wlm munge openssh-server iproute2
+PYTEST_ARGS ?= -n 2 --dist loadgroup --durations=30
 test:
-	APT_EXTRA="slurm-wlm munge openssh-server iproute2" bash scripts/setup.sh
+	APT_EXTRA="$(TEST_PACKAGES)" bash scripts/setup.sh
 	$(VENV)/bin/python -m pytest tests $(PYTEST_ARGS)
 
 test-fast: setup
 	$(VENV)/bin/python -m pytest tests -m fast $(PYTEST_ARGS)
+
+test-platform:
+	APT_EXTRA="$(TEST_PACKAGES)" bash scripts/setup.sh
+	$(VENV)/bin/python -m pytest tests -m "fast or platform" $(PYTEST_ARGS)
 
 HOROVOD_TESTS ?= ../shared/horovod-tests-v0.28.1
 horovod-tests: setup

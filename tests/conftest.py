@@ -16,6 +16,10 @@ import numpy as np
 import pytest
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # for the tests that load TensorFlow in-process
+pytest_plugins = ["no_skip"]  # DPTRAIN_NO_SKIP=1 (CI): a skipped test fails
+# The tiers (docs/testing.md): `fast` starts no launcher; `platform` is what the OS, Python, MPI
+# or Horovod build can change, run on every platform CI checks; everything runs on the host.
+PLATFORM = pytest.mark.platform
 ROOT = Path(__file__).resolve().parent.parent
 PYTHON = sys.executable
 BIN = Path(PYTHON).parent

@@ -12,7 +12,7 @@ import numpy as np
 import oracle
 import pytest
 
-from conftest import ROOT, TAG_VAR, job_env, kill_tagged, launch_cmd, read_metrics
+from conftest import PLATFORM, ROOT, TAG_VAR, job_env, kill_tagged, launch_cmd, read_metrics
 from conftest import relative_gap, run, save_npz, tagged_pids
 
 
@@ -23,6 +23,7 @@ def async_run(np_: int, out: Path, *flags: str, timeout: float = 180):
     return res
 
 
+@PLATFORM  # mpi4py's point-to-point messages
 def test_one_worker_is_plain_gradient_descent(tmp_path) -> None:
     p = oracle.draw_params(5, 8)
     init = save_npz(tmp_path / "init.npz", p)
@@ -77,6 +78,7 @@ def replay(p0: dict, computed_on: np.ndarray, worker: np.ndarray, lr: float,
     return history
 
 
+@PLATFORM  # how mpirun ends a job whose rank died
 def test_a_killed_worker_ends_the_job_fast(tmp_path) -> None:
     tag = "async-" + os.urandom(6).hex()
     out = tmp_path / "c"

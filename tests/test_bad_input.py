@@ -11,11 +11,22 @@ import numpy as np
 import pytest
 
 import oracle
-from conftest import ROOT, run, save_npz
+from conftest import PLATFORM, ROOT, run, save_npz
 
 HANG_LIMIT = 60  # seconds; a job still running then counts as hung and is killed
 ERROR_LINE = re.compile(r"^(dptrain|launch\.sh|train\.sbatch): error: ")
 PLACEHOLDER = re.compile(r"\{([\w.-]+)\}")
+# The platform tier runs one row of each way a bad input reaches the user (which rank finds it,
+# before or after Horovod starts, what the launcher does with the exit); the host runs them all.
+PLATFORM_ROWS = {
+    "2": "a flag every rank refuses before TensorFlow loads",
+    "12": "mpi4py's world size (async mode)",
+    "14": "a file rank 0 refuses after Horovod starts, the others waiting",
+    "26": "a data error only rank 1 finds: the ranks agree, rank 1 reports",
+    "34": "launch.sh's hostfile check (the resolver, ssh -G)",
+    "36": "train.sbatch outside Slurm",
+    "48": "a --model function that raises, once Keras 3 loads",
+}
 
 
 def matrix() -> list[tuple[str, str, str, int]]:
@@ -132,9 +143,16 @@ def materialise(text: str, tmp: Path) -> str:
 def test_the_matrix_has_at_least_25_rows_with_distinct_commands() -> None:
     rows = matrix()
     assert len(rows) >= 25 and len({cmd for _, cmd, _, _ in rows}) == len(rows)
+    assert set(PLATFORM_ROWS) <= {number for number, *_ in rows}  # no platform row lost
 
 
-@pytest.mark.parametrize("number,command,expected,code", matrix(), ids=lambda v: str(v)[:40])
+def rows() -> list:
+    """matrix() as test parameters, PLATFORM_ROWS marked for the platform tier."""
+    return [pytest.param(*row, marks=[PLATFORM] if row[0] in PLATFORM_ROWS else [])
+            for row in matrix()]
+
+
+@pytest.mark.parametrize("number,command,expected,code", rows(), ids=lambda v: str(v)[:40])
 def test_bad_input_row(number: str, command: str, expected: str, code: int, tmp_path) -> None:
     words = shlex.split(materialise(command, tmp_path))
     env = {"NP": "2"}

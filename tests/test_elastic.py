@@ -8,7 +8,9 @@ import socket
 
 import pytest
 
-from conftest import ROOT, launch_cmd, read_metrics, relative_gap, run
+from conftest import PLATFORM, ROOT, launch_cmd, read_metrics, relative_gap, run
+
+pytestmark = PLATFORM  # horovodrun --gloo's elastic driver, its host discovery and blacklist
 
 STEPS = 5000  # long enough for the killed worker to come back before the end
 JOB = ("--steps", str(STEPS), "--dtype", "float64")  # float64: compared to rounding (1e-9)

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import oracle
-from conftest import ROOT, launch_cmd, run
+from conftest import PLATFORM, ROOT, launch_cmd, run
 
 SINGLE = ROOT / "examples" / "single_process.py"
 SYNC = ROOT / "examples" / "synchronous.py"
@@ -58,7 +58,8 @@ def test_single_process_follows_the_oracle(expected) -> None:
     check(losses(res.stdout), expected)
 
 
-@pytest.mark.parametrize("launcher,np_", [("mpirun", 3), ("horovodrun-gloo", 2)])
+@pytest.mark.parametrize("launcher,np_", [pytest.param("mpirun", 3, marks=PLATFORM),
+                                           ("horovodrun-gloo", 2)])
 def test_synchronous_prints_the_single_process_losses(launcher, np_, expected) -> None:
     res = run(launch_cmd(launcher, np_, script=SYNC), timeout=180)
     assert res.rc == 0, res.stderr
@@ -84,6 +85,7 @@ def test_the_diff_is_the_horovod_lines_and_each_file_is_short() -> None:
 ASYNC = ROOT / "examples" / "asynchronous.py"
 
 
+@PLATFORM  # mpi4py
 def test_asynchronous_with_one_worker_is_gradient_descent(expected) -> None:
     """One worker: every push is the full-data gradient of the newest weights (no staleness)."""
     res = run(launch_cmd("mpirun", 2, script=ASYNC), timeout=180)

@@ -6,7 +6,7 @@ import time
 
 import pytest
 
-from conftest import ROOT, launch_cmd, run
+from conftest import PLATFORM, ROOT, launch_cmd, run
 
 FAULTS = ROOT / "tests" / "faults"  # its sitecustomize.py injects DPTRAIN_FAULT
 LONG = ["--steps", "1000000", "--log-every", "100"]  # minutes of work, were it not stopped
@@ -40,8 +40,9 @@ def rank_tracebacks(launcher: str, res) -> list[str]:
 
 
 @pytest.mark.parametrize("launcher", LAUNCHERS)
-@pytest.mark.parametrize("kind,line", [
-    ("raise", f"dptrain: error: rank 1: RuntimeError: injected fault at step {STEP}"),
+@pytest.mark.parametrize("kind,line", [  # platform tier: an exception under every launcher
+    pytest.param("raise", f"dptrain: error: rank 1: RuntimeError: injected fault at step {STEP}",
+                 marks=PLATFORM),
     ("oom", "dptrain: error: rank 1: MemoryError: Unable to allocate"),
 ])
 def test_a_rank_that_raises_ends_the_job(launcher: str, kind: str, line: str, tmp_path) -> None:
@@ -53,6 +54,7 @@ def test_a_rank_that_raises_ends_the_job(launcher: str, kind: str, line: str, tm
     assert not rank_tracebacks(launcher, res), res.stderr[-3000:]
 
 
+@PLATFORM
 @pytest.mark.parametrize("launcher", LAUNCHERS)
 def test_a_killed_rank_ends_the_job(launcher: str, tmp_path) -> None:
     res, after = inject(launcher, "kill", tmp_path)
@@ -62,7 +64,7 @@ def test_a_killed_rank_ends_the_job(launcher: str, tmp_path) -> None:
     assert not res.error_lines(), "no survivor should blame itself for the dead rank"
 
 
-@pytest.mark.parametrize("launcher", ["mpirun", "horovodrun-gloo"])
+@pytest.mark.parametrize("launcher", [pytest.param("mpirun", marks=PLATFORM), "horovodrun-gloo"])
 def test_a_diverging_loss_stops_at_its_step_and_keeps_the_good_checkpoint(
         launcher: str, tmp_path) -> None:
     """lr 1000 overflows the loss to inf by step 40 in float64 (measured; float32 overflows at

@@ -10,7 +10,10 @@ import json
 
 import pytest
 
-from conftest import ROOT, launch_cmd, run
+from conftest import PLATFORM, ROOT, launch_cmd, run
+
+# Keras 3 through the patched Horovod build; the checks share two runs (np2, np3): one worker.
+pytestmark = [PLATFORM, pytest.mark.xdist_group("keras3")]
 
 CHECKS = ["tape_eager", "tape_function", "broadcast_eager", "broadcast_function",
           "partial_tape", "sync_batch_norm", "fit"]

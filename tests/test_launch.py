@@ -3,11 +3,12 @@ from __future__ import annotations
 
 import pytest
 
-from conftest import ROOT, launch_cmd, run
+from conftest import PLATFORM, ROOT, launch_cmd, run
 
 LAUNCH = str(ROOT / "launch.sh")
 
 
+@PLATFORM
 def test_echoes_the_command_and_passes_arguments_through() -> None:
     res = run(launch_cmd("launch.sh", 3, "--help"), timeout=60)
     assert res.rc == 0, res.stderr
@@ -18,6 +19,7 @@ def test_echoes_the_command_and_passes_arguments_through() -> None:
     assert res.stdout.count("usage: train.py") == 1  # three ranks, one help text
 
 
+@PLATFORM
 def test_runs_a_short_job_with_a_hostfile(tmp_path) -> None:
     hostfile = tmp_path / "hosts"
     hostfile.write_text("# this machine only\nlocalhost slots=2\n")

@@ -17,14 +17,15 @@ from pathlib import Path
 import pytest
 
 import oracle
-from conftest import ROOT, launch_cmd, read_metrics, run, save_npz
+from conftest import PLATFORM, ROOT, launch_cmd, read_metrics, run, save_npz
 from slurm_cluster import LocalSlurm
 
 STEPS, LOG_EVERY, DELAY = 400, 10, 0.15  # DELAY s per update: 60 s of training in all
 JOB = ["--steps", str(STEPS), "--log-every", str(LOG_EVERY), "--dtype", "float64"]
 SHORT = ["--time=2", "--signal=B:USR1@90"]  # the warning 30-60 s in
 WAIT_S = 600  # two allocations and a hold, with room
-pytestmark = pytest.mark.timeout(WAIT_S + 200)  # the first test waits for every job
+# Slurm's signals and requeue; the first test waits for every job, all on one worker.
+pytestmark = [pytest.mark.timeout(WAIT_S + 200), PLATFORM, pytest.mark.xdist_group("requeue")]
 SLURM_CPUS = 12  # six jobs of 1-2 tasks at once (the slurm fixture, conftest.py)
 FAULTS = str(ROOT / "tests" / "faults")  # DPTRAIN_STEP_DELAY slows each update, same numbers
 

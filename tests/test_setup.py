@@ -8,7 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from conftest import ROOT, run
+from conftest import PLATFORM, ROOT, run
+
+pytestmark = PLATFORM  # what the set-up finds and refuses depends on the system
 
 SETUP = str(ROOT / "scripts" / "setup.sh")
 

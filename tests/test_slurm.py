@@ -6,12 +6,13 @@ import re
 import pytest
 
 import oracle
-from conftest import ROOT, launch_cmd, read_metrics, run, save_npz
+from conftest import PLATFORM, ROOT, launch_cmd, read_metrics, run, save_npz
 from slurm_cluster import LocalSlurm
 
 STEPS = 200
 JOB = ("--steps", str(STEPS), "--dtype", "float64")  # float64: compared to rounding (1e-9)
 LOSS_LINE = re.compile(r"step\s+(\d+)\s+loss\s+(\S+)")
+pytestmark = pytest.mark.xdist_group("slurm")  # one cluster for the file
 
 
 @pytest.fixture(scope="module")
@@ -43,7 +44,8 @@ def logged_losses(log: str) -> list[tuple[int, float]]:
     return [(int(m.group(1)), float(m.group(2))) for m in LOSS_LINE.finditer(log)]
 
 
-@pytest.mark.parametrize("sbatch_args", [["-n", "2"], ["-n", "4", "--ntasks-per-node=4"]],
+@pytest.mark.parametrize("sbatch_args", [pytest.param(["-n", "2"], marks=PLATFORM),
+                                         ["-n", "4", "--ntasks-per-node=4"]],
                          ids=["n2", "n4-oversubscribed"])
 @pytest.mark.parametrize("launcher", ["srun", "mpirun"])
 def test_batch_job_completes_with_single_process_losses(slurm, tmp_path, init, reference,
@@ -60,6 +62,7 @@ def test_batch_job_completes_with_single_process_losses(slurm, tmp_path, init, r
         assert a == pytest.approx(b, rel=1e-6)  # the log prints 7 significant digits
 
 
+@PLATFORM
 def test_batch_job_with_bad_flag_fails_with_one_line(slurm, tmp_path) -> None:
     state, log = submit(slurm, tmp_path, ["-n", "2"], ["--lr", "-1"], timeout=60)
     assert state == "FAILED", log
@@ -68,6 +71,7 @@ def test_batch_job_with_bad_flag_fails_with_one_line(slurm, tmp_path) -> None:
 
 
 
+@PLATFORM
 @pytest.mark.parametrize("launcher,kind", [("srun", "raise"), ("srun", "kill"),
                                            ("mpirun", "raise"), ("mpirun", "kill")])
 def test_a_failing_rank_ends_the_batch_job_fast(slurm, tmp_path, launcher, kind) -> None:

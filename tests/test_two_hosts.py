@@ -15,13 +15,16 @@ from pathlib import Path
 import pytest
 
 import oracle
-from conftest import BIN, ROOT, TAG_VAR, job_env, kill_tagged, launch_cmd, read_metrics
+from conftest import BIN, PLATFORM, ROOT, TAG_VAR, job_env, kill_tagged, launch_cmd, read_metrics
 from conftest import relative_gap, run, save_npz
 from netns_hosts import NIC, SUBNET, TwoHosts, missing_reason
 
 STEPS = 500
 JOB = ("--steps", str(STEPS), "--dtype", "float64")  # float64: compared to rounding (1e-9)
 ACROSS = "ranks 2 on 2 hosts: h1 [0], h2 [1]"
+# ssh, TCP between hosts, and what each launcher does when a host goes silent: one worker,
+# one pair of hosts for the file.
+pytestmark = [PLATFORM, pytest.mark.xdist_group("two_hosts")]
 
 
 @pytest.fixture(scope="module")
