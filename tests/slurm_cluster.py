@@ -15,6 +15,7 @@ import time
 from pathlib import Path
 
 TOOLS = ("munged", "slurmctld", "slurmd", "sbatch", "scontrol", "scancel", "srun")
+CRED_EXPIRE_S = 30  # the requeue hold: a test waits this, not Slurm's default 120 s
 
 CONF = """\
 ClusterName=dptest
@@ -24,7 +25,9 @@ SlurmdPort={slurmd_port}
 SlurmUser=root
 SlurmdUser=root
 AuthType=auth/munge
-AuthInfo=socket={d}/munge.sock
+# cred_expire: how long Slurm holds a requeued job before it may start again (default 120 s);
+# a step credential lives that long too, ample for steps that start within a second.
+AuthInfo=socket={d}/munge.sock,cred_expire={cred_expire}
 CredType=cred/munge
 StateSaveLocation={d}/state
 SlurmdSpoolDir={d}/spool
@@ -90,7 +93,8 @@ class LocalSlurm:
         (self.d / "slurm.conf").write_text(CONF.format(
             d=self.d, host=socket.gethostname(), ctld_port=_free_port(),
             slurmd_port=_free_port(), cpus=self.cpus,
-            first_job=1000 + 3 * int.from_bytes(os.urandom(3), "big")))  # < MaxJobId
+            first_job=1000 + 3 * int.from_bytes(os.urandom(3), "big"),  # < MaxJobId
+            cred_expire=CRED_EXPIRE_S))
         self._spawn("munged", ["munged", "-F", "-f", f"--socket={self.d}/munge.sock",
                                f"--key-file={key}", f"--log-file={self.d}/munged.log",
                                f"--pid-file={self.d}/munged.pid",

@@ -5,7 +5,8 @@ The jobs share one cluster and one wait. Slurm checks time limits every 30 s or 
 warning of `--time=2 --signal=B:USR1@90` comes 20-60 s into an allocation, before the 60 s of
 training of a chain job are done: it needs two allocations. Once it has requeued itself, the
 test raises its time limit to 10 minutes, so that the second allocation finishes it (a third
-would only add time). Slurm holds a requeued job about two minutes: this file takes about 5.
+would only add time). Slurm holds a requeued job CRED_EXPIRE_S (30 s, slurm_cluster.py) before it
+starts again.
 """
 from __future__ import annotations
 
@@ -69,6 +70,10 @@ def jobs(slurm, init, tmp_path_factory) -> dict[str, Job]:
         "srun": submit("srun", ["-n", "2", *SHORT], job, LAUNCHER="srun", **slow),
         "mpirun": submit("mpirun", ["-n", "2", *SHORT], job, LAUNCHER="mpirun", **slow),
         "outside": submit("outside", ["-n", "2", "--time=10"], job, **slow),
+        # The first logged step comes after 1000 updates, 150 s: past the time limit. The
+        # longest job of the file, so it starts first.
+        "short": submit("short", ["-n", "1", *SHORT],
+                        [*job, "--steps", "2000", "--log-every", "1000"], **slow),
     }
     _requeue_from_outside(slurm, all_jobs["outside"])
     for name in ("srun", "mpirun"):
@@ -78,9 +83,6 @@ def jobs(slurm, init, tmp_path_factory) -> dict[str, Job]:
     all_jobs |= {
         "nan": submit("nan", ["-n", "2", "--time=10"], [*job, "--lr", "1e6"]),
         "limit": submit("limit", ["-n", "1", *SHORT], job, MAX_REQUEUES="0", **slow),
-        # The first logged step comes after 1000 updates, 150 s: past the time limit.
-        "short": submit("short", ["-n", "1", *SHORT],
-                        [*job, "--steps", "2000", "--log-every", "1000"], **slow),
     }
     for j in all_jobs.values():
         j.finish()
