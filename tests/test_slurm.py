@@ -1,4 +1,4 @@
-"""train.sbatch on a real (one-node) Slurm cluster: COMPLETED with the single-process losses."""
+"""train.sbatch on a real (one-node) Slurm cluster: COMPLETED with the NumPy oracle's losses."""
 from __future__ import annotations
 
 import re
@@ -6,7 +6,7 @@ import re
 import pytest
 
 import oracle
-from conftest import PLATFORM, ROOT, launch_cmd, read_metrics, run, save_npz
+from conftest import PLATFORM, ROOT, save_npz
 from slurm_cluster import LocalSlurm
 
 STEPS = 200
@@ -15,19 +15,18 @@ LOSS_LINE = re.compile(r"step\s+(\d+)\s+loss\s+(\S+)")
 pytestmark = pytest.mark.xdist_group("slurm")  # one cluster for the file
 
 
+INIT = oracle.draw_params(5, 77)
+
+
 @pytest.fixture(scope="module")
 def init(tmp_path_factory):
-    return save_npz(tmp_path_factory.mktemp("w") / "init.npz", oracle.draw_params(5, 77))
+    return save_npz(tmp_path_factory.mktemp("w") / "init.npz", INIT)
 
 
 @pytest.fixture(scope="module")
-def reference(init, tmp_path_factory) -> list[tuple[int, float]]:
-    """The same job as one plain process."""
-    metrics = tmp_path_factory.mktemp("ref") / "m.jsonl"
-    res = run(launch_cmd("none", 1, *JOB, "--init-weights", str(init),
-                         "--metrics", str(metrics)))
-    assert res.rc == 0, res.stderr
-    return [(r["step"], r["loss"]) for r in read_metrics(metrics)]
+def reference() -> list[tuple[int, float]]:
+    """The same job by the NumPy oracle: [(step, loss)] every 50 steps."""
+    return oracle.descend(INIT, *oracle.seed_data(50), 0.01, STEPS, 50)
 
 
 def submit(slurm: LocalSlurm, tmp_path, sbatch_args: list[str], job_args: list[str],
