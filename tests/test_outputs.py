@@ -42,21 +42,17 @@ def test_output_dir_holds_config_metrics_and_final_weights(tmp_path) -> None:
     assert np.isclose(again["loss"], records[-1]["loss"], rtol=1e-12)
 
 
-def test_console_shows_step_loss_time_and_ranks(tmp_path) -> None:
-    res = run(launch_cmd("mpirun", 2, "--steps", "100"), timeout=120)
-    assert res.rc == 0, res.stderr
-    lines = [ln for ln in res.stdout.splitlines() if ln.startswith("step")]
-    assert len(lines) == 3, res.stdout  # steps 0, 50, 100, printed by rank 0 alone
-    assert "ms/step" in lines[-1] and "ranks 2" in lines[-1] and "loss" in lines[-1]
-
-
-def test_figure_tensorboard_and_replot(tmp_path) -> None:
+def test_console_figure_tensorboard_and_replot(tmp_path) -> None:
+    """One 2-rank run: its console lines, fit.png, TensorBoard events, and a replot."""
     import matplotlib.image
     import tensorflow as tf
 
     out = tmp_path / "run"
     res = run(launch_cmd("mpirun", 2, "--steps", "200", "--output-dir", str(out)), timeout=120)
     assert res.rc == 0, res.stderr
+    lines = [ln for ln in res.stdout.splitlines() if ln.startswith("step")]
+    assert len(lines) == 5, res.stdout  # steps 0, 50, ..., 200, printed by rank 0 alone
+    assert "ms/step" in lines[-1] and "ranks 2" in lines[-1] and "loss" in lines[-1]
     image = matplotlib.image.imread(out / "fit.png")  # decodes the PNG
     assert image.ndim == 3 and image.shape[0] > 200 and image.shape[1] > 400
     assert image.std() > 0.05  # not a blank canvas

@@ -3,13 +3,18 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import time
+from pathlib import Path
 
 import numpy as np
+import pytest
 
 from conftest import ROOT, TAG_VAR, job_env, kill_tagged, launch_cmd, read_metrics, run
+
+pytestmark = pytest.mark.xdist_group("resume")  # the uninterrupted 600-step run is shared
 
 def flags(steps: int = 600) -> list[str]:
     return ["--dtype", "float64", "--batch-size", "8", "--optimizer", "adam", "--lr", "0.02", "--steps", str(steps),
@@ -21,6 +26,15 @@ def launch(np_: int, out, *extra: str, steps: int = 600, timeout: float = 180):
               timeout=timeout)
     assert res.rc == 0, res.stdout + res.stderr
     return res
+
+
+@pytest.fixture(scope="module")
+def whole600(tmp_path_factory) -> Path:
+    """The output directory of the uninterrupted 600-step run (2 ranks, 3 checkpoints kept);
+    a test that damages it works on its own copy."""
+    out = tmp_path_factory.mktemp("whole") / "run"
+    launch(2, out)
+    return out
 
 
 def test_sigterm_then_resume_equals_the_uninterrupted_run(tmp_path) -> None:
@@ -55,9 +69,9 @@ def test_sigterm_then_resume_equals_the_uninterrupted_run(tmp_path) -> None:
     assert [r["loss"] for r in resumed] == [r["loss"] for r in whole]  # exactly
 
 
-def test_damaged_checkpoints_are_skipped_with_a_warning(tmp_path) -> None:
+def test_damaged_checkpoints_are_skipped_with_a_warning(whole600, tmp_path) -> None:
     out = tmp_path / "run"
-    launch(2, out, timeout=180)
+    shutil.copytree(whole600, out)
     whole = read_metrics(out / "metrics.jsonl")
     ckpts = out / "checkpoints"
     assert sorted(p.name for p in ckpts.iterdir()) == [
@@ -93,7 +107,7 @@ def test_resuming_on_other_ranks_says_so_and_full_batch_is_unchanged(tmp_path) -
     assert json.loads((out / "config.json").read_text())["ranks"] == 3
 
 
-def test_sigkill_at_a_random_step_loses_at_most_one_interval(tmp_path) -> None:
+def test_sigkill_at_a_random_step_loses_at_most_one_interval(whole600, tmp_path) -> None:
     """Rank 0 (the one that writes checkpoints) is SIGKILLed at a random step; --resume then
     starts from the newest checkpoint, at most one interval back, and ends exactly as the
     uninterrupted run."""
@@ -101,8 +115,7 @@ def test_sigkill_at_a_random_step_loses_at_most_one_interval(tmp_path) -> None:
 
     steps, every = 600, 100
     at = random.randrange(101, steps)
-    launch(2, tmp_path / "whole", steps=steps)
-    whole = read_metrics(tmp_path / "whole" / "metrics.jsonl")
+    whole = read_metrics(whole600 / "metrics.jsonl")
     out = tmp_path / "killed"
     res = run(launch_cmd("mpirun", 2, *flags(steps), "--output-dir", str(out)), timeout=120,
               env={"PYTHONPATH": str(ROOT / "tests" / "faults"), "DPTRAIN_FAULT": f"kill:0:{at}",
