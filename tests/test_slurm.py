@@ -70,9 +70,10 @@ def test_batch_job_with_bad_flag_fails_with_one_line(slurm, tmp_path) -> None:
 
 
 
-@PLATFORM
-@pytest.mark.parametrize("launcher,kind", [("srun", "raise"), ("srun", "kill"),
-                                           ("mpirun", "raise"), ("mpirun", "kill")])
+# Platform tier: srun's end of a job whose rank was killed, mpirun's of one whose rank raised.
+@pytest.mark.parametrize("launcher,kind", [
+    ("srun", "raise"), pytest.param("srun", "kill", marks=PLATFORM),
+    pytest.param("mpirun", "raise", marks=PLATFORM), ("mpirun", "kill")])
 def test_a_failing_rank_ends_the_batch_job_fast(slurm, tmp_path, launcher, kind) -> None:
     """Rank 1 raises or is SIGKILLed at step 300 of a long job: the job FAILS within 30 s."""
     import time
