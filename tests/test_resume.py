@@ -16,6 +16,7 @@ from conftest import ROOT, TAG_VAR, job_env, kill_tagged, launch_cmd, read_metri
 
 pytestmark = pytest.mark.xdist_group("resume")  # the uninterrupted 600-step run is shared
 
+
 def flags(steps: int = 600) -> list[str]:
     return ["--dtype", "float64", "--batch-size", "8", "--optimizer", "adam", "--lr", "0.02", "--steps", str(steps),
             "--checkpoint-every", "100", "--log-every", "25"]
