@@ -2,7 +2,8 @@
 # Horovod's own TensorFlow test suite, unmodified, against the Horovod that scripts/setup.sh built:
 #   bash scripts/horovod_tests.sh DIR     (make horovod-tests HOROVOD_TESTS=DIR)
 # DIR holds parallel/test_tensorflow.py and utils/ as in Horovod's repository (CI passes
-# ../shared/horovod-tests-v0.28.1). Without it this says why and skips. Knobs: VENV, NP, TIMEOUT.
+# ../shared/horovod-tests-v0.28.1). Without it this says why and skips, or fails where
+# DPTRAIN_NO_SKIP=1 (CI: every test must run). Knobs: VENV, NP, TIMEOUT.
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -12,8 +13,12 @@ NP=${NP:-2}
 TIMEOUT=${TIMEOUT:-900}
 
 if [ -z "$DIR" ] || [ ! -f "$DIR/parallel/test_tensorflow.py" ]; then
-    echo "horovod-tests: skipped: no Horovod test suite at '${DIR:-(none given)}'" \
-         "(give the folder holding parallel/test_tensorflow.py)"
+    why="no Horovod test suite at '${DIR:-(none given)}' (give the folder holding parallel/test_tensorflow.py)"
+    if [ "${DPTRAIN_NO_SKIP:-}" = 1 ]; then
+        echo "horovod-tests: error: $why; DPTRAIN_NO_SKIP=1 wants it run" >&2
+        exit 1
+    fi
+    echo "horovod-tests: skipped: $why"
     exit 0
 fi
 # Two tests call Keras 2 API themselves, which Keras 3 (tf.keras since TF 2.16) removed; no
