@@ -32,17 +32,20 @@ run: setup
 # two). A file whose tests share a module fixture (a cluster, two hosts, reference runs) is one
 # xdist group; the other tests spread one by one. The 30 slowest are listed.
 TEST_PACKAGES = slurm-wlm munge openssh-server iproute2
+# PYTHON is set-up's knob (which Python builds .venv) and launch.sh's (which runs the ranks):
+# the tests' launches must get the venv's, whatever PYTHON chose the build.
+RUN_TESTS = env -u PYTHON $(VENV)/bin/python
 PYTEST_ARGS ?= -n 3 --dist loadgroup --durations=30
 test:
 	APT_EXTRA="$(TEST_PACKAGES)" bash scripts/setup.sh
-	$(VENV)/bin/python -m pytest tests $(PYTEST_ARGS)
+	$(RUN_TESTS) -m pytest tests $(PYTEST_ARGS)
 
 test-fast: setup
-	$(VENV)/bin/python -m pytest tests -m fast $(PYTEST_ARGS)
+	$(RUN_TESTS) -m pytest tests -m fast $(PYTEST_ARGS)
 
 test-platform:
 	APT_EXTRA="$(TEST_PACKAGES)" bash scripts/setup.sh
-	$(VENV)/bin/python -m pytest tests -m "fast or platform" $(PYTEST_ARGS)
+	$(RUN_TESTS) -m pytest tests -m "fast or platform" $(PYTEST_ARGS)
 
 HOROVOD_TESTS ?= ../shared/horovod-tests-v0.28.1
 horovod-tests: setup
