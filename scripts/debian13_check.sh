@@ -48,7 +48,7 @@ copy_host_config() {  # how this host reaches the package registries, nothing el
     name_the_host
 }
 
-name_the_host() {  # /etc/hosts names the host, as Debian's installer writes it (Slurm's node is the host name)
+name_the_host() {  # /etc/hosts names the host, as Debian's installer writes it
     local hosts=$CHROOT/etc/hosts name; name=$(hostname)  # a chroot shares the host's name
     touch "$hosts"
     grep -qE "^127\.0\.0\.1[[:space:]].*localhost" "$hosts" || printf '127.0.0.1\tlocalhost\n' >>"$hosts"
