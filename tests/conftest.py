@@ -1,6 +1,7 @@
 """Shared test helpers: run real launcher processes with a hard timeout and leave none behind."""
 from __future__ import annotations
 
+import functools
 import json
 import os
 import shutil
@@ -36,9 +37,13 @@ def launch_cmd(launcher: str, np_: int, *args: str, script: Path = TRAIN,
     if launcher == "none":
         assert np_ == 1 and not options, "a plain process is one rank"
         return program
-    if launcher == "mpirun":  # more ranks than cores allowed; no rank pinned to one core
+    if launcher == "mpirun" and mpirun_family() == "openmpi":
+        # more ranks than cores allowed; no rank pinned to one core
         return ["mpirun", "-np", str(np_), "--oversubscribe", "-bind-to", "none", "-map-by",
                 "slot", *options, *program]
+    if launcher == "mpirun":  # Hydra (MPICH, Intel MPI): oversubscribes and binds nothing,
+        pin = ["-genv", "I_MPI_PIN", "off"] if mpirun_family() == "impi" else []  # but Intel
+        return ["mpirun", "-n", str(np_), *pin, *options, *program]
     if launcher.startswith("horovodrun-"):
         return [str(BIN / "horovodrun"), f"--{launcher.split('-')[1]}", "-np", str(np_),
                 *options, *program]
@@ -46,6 +51,14 @@ def launch_cmd(launcher: str, np_: int, *args: str, script: Path = TRAIN,
         assert script == TRAIN and not options, "launch.sh runs train.py, knobs by env"
         return ["env", f"NP={np_}", str(ROOT / "launch.sh"), *args]
     raise ValueError(f"unknown launcher {launcher!r}")
+
+
+@functools.cache
+def mpirun_family() -> str:
+    """openmpi, mpich or impi: whose mpirun the jobs get (scripts/mpi.sh tells them apart)."""
+    out = subprocess.run(["bash", "-c", f'source "{ROOT}/scripts/mpi.sh"; mpi_launcher_id mpirun'],
+                         env=job_env(), capture_output=True, text=True, check=True).stdout
+    return out.split()[0]
 
 
 @dataclass
@@ -182,7 +195,7 @@ def digits(tmp_path_factory) -> Path:
 
 @pytest.fixture(scope="session")
 def mpirun() -> str:
-    """Path of Open MPI's mpirun."""
+    """Path of the mpirun the jobs get (Open MPI's, or a Hydra mpiexec)."""
     path = shutil.which("mpirun")
     if path is None:
         pytest.fail("mpirun not found: run 'make setup'")
