@@ -10,7 +10,7 @@ from typing import TypeVar
 import horovod.tensorflow as hvd
 import tensorflow as tf
 
-from . import errors, runtime, silence
+from . import errors, mpi_check, runtime, silence
 from .outputs import hostname_row, hostnames_from
 
 T = TypeVar("T")
@@ -40,6 +40,9 @@ def start(cost: float | None) -> World:
     os.environ.setdefault("HOROVOD_STALL_SHUTDOWN_TIME_SECONDS", "120")
     runtime.fast_defaults(cost)
     hvd.init()  # Horovod: join the job; rank and size come from the launcher (MPI or Gloo)
+    wrong_mpi = mpi_check.mismatch(hvd.size())
+    if wrong_mpi:  # a collective is no use: each rank is alone, so each decides the same
+        errors.fail(wrong_mpi)
     world = World(hvd.rank(), hvd.size(), hvd.local_rank(), hvd.local_size())
     runtime.size_thread_pools(world.local_size)
     _pin_device(world.local_rank)
