@@ -32,12 +32,17 @@ deselect=(
 echo "horovod-tests: deselected as wrong under Keras 3: test_horovod_syncbn_cpu" \
      "(its own BatchNormalization(fused=False)), test_partial_distributed_gradient_tape" \
      "(its own var.ref() on Keras 3 variables)"
-root=()
-[ "$(id -u)" -eq 0 ] && root=(--allow-run-as-root)
+export PATH=$VENV/bin:$PATH  # a conda VENV, or make setup MPI=..., brings its own mpirun
+[ -f "$VENV/bin/activate" ] && source "$VENV/bin/activate"  # and what it sets (I_MPI_ROOT)
+source "$ROOT/scripts/mpi.sh"
+flags=(-n "$NP")  # Hydra (MPICH, Intel MPI): runs as root and oversubscribes unasked
+if [ "$(mpi_launcher_id mpirun | cut -d' ' -f1)" = openmpi ]; then
+    flags=(--oversubscribe -np "$NP")
+    [ "$(id -u)" -eq 0 ] && flags+=(--allow-run-as-root)
+fi
 cd "$DIR/parallel"
 # The folder may be read-only: no bytecode, no pytest cache. timeout ends mpirun, which ends
 # its ranks; -k: SIGKILL if it does not go within 30 s.
 export PYTHONDONTWRITEBYTECODE=1 TF_CPP_MIN_LOG_LEVEL=3
-export PATH=$VENV/bin:$PATH  # a conda VENV brings its own mpirun
-exec timeout -k 30 "$TIMEOUT" mpirun "${root[@]}" --oversubscribe -np "$NP" \
+exec timeout -k 30 "$TIMEOUT" mpirun "${flags[@]}" \
     "$VENV/bin/python" -m pytest -q -p no:cacheprovider --color=no "${deselect[@]}" test_tensorflow.py
