@@ -39,9 +39,14 @@ def start(cost: float | None) -> World:
     os.environ.setdefault("HOROVOD_STALL_CHECK_TIME_SECONDS", "60")
     os.environ.setdefault("HOROVOD_STALL_SHUTDOWN_TIME_SECONDS", "120")
     runtime.fast_defaults(cost)
+    # Horovod's MPI and the launcher's must be one: each rank decides alone (a collective is no
+    # use when they are not), and the launcher's rank 0 says why.
+    wrong_mpi = mpi_check.before_init()
+    if wrong_mpi:
+        errors.fail(wrong_mpi)
     hvd.init()  # Horovod: join the job; rank and size come from the launcher (MPI or Gloo)
     wrong_mpi = mpi_check.mismatch(hvd.size())
-    if wrong_mpi:  # a collective is no use: each rank is alone, so each decides the same
+    if wrong_mpi:
         errors.fail(wrong_mpi)
     world = World(hvd.rank(), hvd.size(), hvd.local_rank(), hvd.local_size())
     runtime.size_thread_pools(world.local_size)
