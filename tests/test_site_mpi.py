@@ -74,11 +74,12 @@ def test_the_platform_tier_passes_under_the_module_mpi(site) -> None:
     """The platform tier, in the user's clone with the module loaded: every launcher, fault,
     exactness and bad-input test there is (the root-only ones skip: Slurm, two hosts)."""
     res = run(site.cmd("env -u PYTHON .venv/bin/python -m pytest tests -m 'platform' -q "
-                       "-n 3 --dist loadgroup -p no:randomly -p no:cacheprovider -rs"),
-              timeout=1800)
+                       "-n 3 --dist loadgroup -p no:randomly -p no:cacheprovider -rfEs "
+                       "--durations=10"), timeout=1800)
     summary = res.stdout.strip().splitlines()[-1] if res.stdout.strip() else ""
     print(f"{site.mpi.module}: platform tier as a user: {summary}")
-    assert res.rc == 0, res.stdout[-6000:]
+    failed = [ln for ln in res.stdout.splitlines() if ln.startswith(("FAILED", "ERROR"))]
+    assert res.rc == 0, "\n".join(failed) + "\n" + res.stdout[-6000:]
     skipped = [ln for ln in res.stdout.splitlines() if ln.startswith("SKIPPED")]
     assert all("root" in ln for ln in skipped), skipped
 
