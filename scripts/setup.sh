@@ -161,9 +161,13 @@ ensure_cmake() {  # Horovod needs CMake 3.13+; where the system has none, PyPI's
 }
 
 install_mpi4py() {  # mpi4py built against this MPI (PyPI's wheel would load whichever libmpi)
-    local dir wheel
-    dir="$CACHE/mpi4py-$(pin mpi4py)-$( { echo "$MPI_ID $MPI_PREFIX"; "$PYTHON" -V; uname -m; } |
-        sha256sum | cut -c1-16)"
+    local key dir wheel
+    key=$( { echo "$MPI_ID $MPI_PREFIX"; "$PYTHON" -V; uname -m; } | sha256sum | cut -c1-16)
+    # Already in this venv: nothing to build or reinstall (a re-run with another cache, as the
+    # tests make, would otherwise rebuild it and rewrite it under running jobs).
+    [ "$(cat "$VENV/.mpi4py-key" 2>/dev/null)" = "$(pin mpi4py) $key" ] &&
+        "$VENV/bin/python" -c 'import mpi4py' 2>/dev/null && return 0
+    dir="$CACHE/mpi4py-$(pin mpi4py)-$key"
     wheel=$(ls "$dir"/mpi4py-*.whl 2>/dev/null | head -n1 || true)
     if [ -z "$wheel" ]; then
         log "building mpi4py $(pin mpi4py) against $(mpi_name "$MPI_ID")"
@@ -175,6 +179,7 @@ install_mpi4py() {  # mpi4py built against this MPI (PyPI's wheel would load whi
         wheel=$(ls "$dir"/mpi4py-*.whl | head -n1)
     fi
     "$VENV/bin/pip" install -q --no-deps --force-reinstall "$wheel"
+    echo "$(pin mpi4py) $key" >"$VENV/.mpi4py-key"
 }
 
 patch_series_hash() {  # the patch series' names and contents
