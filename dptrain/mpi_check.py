@@ -50,8 +50,10 @@ def before_init() -> str | None:
     """The mismatch that MPI_Init itself may not survive (MPICH under Open MPI's mpirun aborts
     in it), told before Horovod starts: Open MPI's launcher, another MPI's library."""
     var, launcher = OPEN_MPI
+    if _told(var) <= 1:  # not Open MPI's launcher: nothing to read (every job starts here)
+        return None
     lib = loaded_libmpi()
-    if _told(var) > 1 and lib and not library_version(lib).startswith("Open MPI"):
+    if lib and not library_version(lib).startswith("Open MPI"):
         return _report(var, launcher)
     return None
 
