@@ -34,6 +34,8 @@ def main() -> None:
         from dptrain import preempt
         preempt.install()
     source = startup.data(config)  # every rank; a bad --data file fails here, at once
+    if config.check:  # a job script's one-process check before it starts the ranks
+        return
     if config.mode == "async":  # the contrasting design: a parameter server over mpi4py
         from dptrain import async_ps
         async_ps.main(config, source)

@@ -57,6 +57,7 @@ class Config:
     elastic: bool
     fetch_every: int
     push_every: int
+    check: bool
 
     def as_dict(self) -> dict:
         """JSON-ready view."""
@@ -168,6 +169,9 @@ def build_parser() -> argparse.ArgumentParser:
     o.add_argument("--progress", choices=("auto", "on", "off"), default="auto",
                    help="rank 0's progress bar; auto: only for one process in a terminal "
                    "(under mpirun every rank's output is a pseudo-terminal)")
+    o.add_argument("--check", action="store_true", help="check the flags and the --data "
+                   "file, then exit without training (0: good; 2 and one line: bad); "
+                   "train.sbatch does this before it starts the ranks")
     return p
 
 

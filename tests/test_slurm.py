@@ -63,10 +63,16 @@ def test_batch_job_completes_with_single_process_losses(slurm, tmp_path, init, r
 
 @PLATFORM
 def test_batch_job_with_bad_flag_fails_with_one_line(slurm, tmp_path) -> None:
-    state, log = submit(slurm, tmp_path, ["-n", "2"], ["--lr", "-1"], timeout=60)
+    """The log opens with the one line, and the job's exit code is 2 (docs/failures.md), not
+    srun's 143 for the rank it kills: the script checks the flags before it starts any rank."""
+    log_path = tmp_path / "job.out"
+    job = slurm.sbatch(["-n", "2", f"--output={log_path}", str(ROOT / "train.sbatch"),
+                        "--lr", "-1"], cwd=ROOT)
+    state, log = slurm.wait(job, 60), log_path.read_text()
     assert state == "FAILED", log
-    errors = [ln for ln in log.splitlines() if "dptrain: error:" in ln]
-    assert len(errors) == 1 and "--lr must be a positive number, got -1.0" in errors[0], log
+    assert log.splitlines()[0] == "dptrain: error: --lr must be a positive number, got -1.0", log
+    assert log.count("dptrain: error:") == 1, log
+    assert slurm.job_field(job, "ExitCode") == "2:0", log
 
 
 
