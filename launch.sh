@@ -98,6 +98,7 @@ done
 # Pass the environment the ranks need on every host (-x NAME exports NAME's value here;
 # Hydra passes the whole environment by default).
 for var in PATH LD_LIBRARY_PATH PYTHONPATH OMP_NUM_THREADS TF_CPP_MIN_LOG_LEVEL \
+           DPTRAIN_STOP_SIGNAL \
            $(compgen -e | grep -E '^(HOROVOD|NCCL)_' || true); do
     [ "$hydra" = 0 ] && [ -n "${!var:-}" ] && cmd+=(-x "$var")
 done
