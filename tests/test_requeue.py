@@ -145,6 +145,10 @@ def test_a_time_limited_job_requeues_itself_to_the_uninterrupted_losses(jobs, re
     job = jobs[launcher]
     _check_chain(job, reference, "SIGUSR1")
     assert len(re.findall(r"train.sbatch: requeueing job", job.log)) == job.restarts
+    # The launcher's lines about the ranks' exit 75 are followed by the script's word for them.
+    planned = re.findall(r"train.sbatch: the ranks stopped at the checkpoint of step (\d+) as "
+                         r"planned \(exit 75\)", job.log)
+    assert planned == re.findall(r"stopped by SIGUSR1 after step (\d+) of", job.log), job.log
 
 
 def test_a_job_requeued_from_outside_checkpoints_and_resumes(jobs, reference) -> None:
@@ -167,6 +171,8 @@ def test_the_requeue_limit_stops_with_one_line(jobs) -> None:
     errors = job.errors("train.sbatch")
     assert len(errors) == 1 and "MAX_REQUEUES=0" in errors[0], job.log
     assert f"--output-dir {job.out} --resume" in errors[0]
+    # Its warning said as much when it came.
+    assert "the last allocation MAX_REQUEUES allows: no requeue after it" in job.log, job.log
     assert list((job.out / "checkpoints").glob("ckpt-*.npz")), "the stop left no checkpoint"
 
 
