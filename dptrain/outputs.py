@@ -86,8 +86,11 @@ class Reporter:
 
     def __init__(self, enabled: bool = False, size: int = 1, metrics: str | None = None,
                  tensorboard: str | None = None, total_steps: int = 0, start: int = 0,
-                 progress: bool = False):
+                 progress: bool = False, carried: dict | None = None):
         self.enabled, self.size = enabled, size
+        # A resumed run's newest kept record: its wall time goes on, and its step's record,
+        # logged again here, keeps the step time measured in the allocation that ran the steps.
+        self._carried = carried or {}
         self._metrics: IO[str] | None = None
         self._tb = self._bar = None
         if not enabled:
@@ -106,7 +109,11 @@ class Reporter:
         """One logged step: a console line, a JSON line, a TensorBoard point."""
         if not self.enabled:
             return
-        extra = extra or {}
+        extra, before = extra or {}, self._carried
+        if sec_per_step is None and step == before.get("step"):
+            sec_per_step = before.get("sec_per_step")
+        if "wall" in extra and before.get("wall") is not None:
+            extra = extra | {"wall": before["wall"] + extra["wall"]}
         timing = "" if sec_per_step is None else f"  {sec_per_step * 1e3:8.3f} ms/step"
         score = f"  accuracy {extra['accuracy']:.4f}" if "accuracy" in extra else ""
         line = f"step {step:6d}  loss {loss:.6e}{score}{timing}  ranks {self.size}"
@@ -155,22 +162,25 @@ def open_reporter(config: dict, hosts: list[str], total_steps: int, start: int,
             os.makedirs(out, exist_ok=True)
             save_config(os.path.join(out, "config.json"),
                         config | {"ranks": len(hosts), "hosts": hosts})
-        if metrics:
-            _keep_records_before(metrics, start)
+        carried = _keep_records_before(metrics, start) if metrics else None
         return Reporter(True, len(hosts), metrics,
                         os.path.join(out, "tensorboard") if out else None, total_steps, start,
-                        progress)
+                        progress, carried)
     except OSError as e:
         raise JobError(f"cannot write {e.filename}: {e.strerror}") from None
 
 
-def _keep_records_before(path: str, step: int) -> None:
-    """A fresh run empties the metrics file; a resumed one keeps the records before its step."""
-    kept = []
+def _keep_records_before(path: str, step: int) -> dict | None:
+    """A fresh run empties the metrics file; a resumed one keeps the records before its step.
+    Returns the newest record up to that step (the one the run carries on from), or None."""
+    lines = []
     if step > 0 and os.path.exists(path):
         with open(path, encoding="utf-8") as f:
-            kept = [ln for ln in f if ln.strip() and json.loads(ln)["step"] < step]
-    atomic_write(path, lambda f: f.write("".join(kept).encode()))
+            lines = [(ln, json.loads(ln)) for ln in f if ln.strip()]
+    upto = [(ln, r) for ln, r in lines if r["step"] <= step]
+    kept = "".join(ln for ln, r in upto if r["step"] < step)
+    atomic_write(path, lambda f: f.write(kept.encode()))
+    return upto[-1][1] if upto else None
 
 
 def save_config(path: str, config: dict) -> None:

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -64,10 +65,19 @@ def test_sigterm_then_resume_equals_the_uninterrupted_run(tmp_path) -> None:
     assert cut[-1]["step"] < steps
 
     res = launch(2, out, "--resume", steps=steps)
-    assert "resuming from the checkpoint of step" in res.stdout
+    resumed_at = int(re.search(r"resuming from the checkpoint of step (\d+)", res.stdout)[1])
     resumed = read_metrics(out / "metrics.jsonl")
     assert [r["step"] for r in resumed] == [r["step"] for r in whole]
     assert [r["loss"] for r in resumed] == [r["loss"] for r in whole]  # exactly
+    # The two runs' records read as one: wall time goes on from the first run's (it does not
+    # restart at 0), and the resume step's record keeps the step time of the run that trained
+    # up to it (the resumed run timed none of those steps).
+    walls = [r["wall"] for r in resumed]
+    assert walls == sorted(walls), walls
+    before = {r["step"]: r for r in cut}[resumed_at]
+    again = {r["step"]: r for r in resumed}[resumed_at]
+    assert again["sec_per_step"] == before["sec_per_step"] is not None
+    assert again["wall"] >= before["wall"] > 0
 
 
 def test_damaged_checkpoints_are_skipped_with_a_warning(whole600, tmp_path) -> None:
