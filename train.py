@@ -9,7 +9,7 @@ checkpoints, outputs and fault handling (dptrain/sync_job.py is the synchronous 
 
     python train.py                                   # one process
     horovodrun -np 4 python train.py                  # four ranks on this machine
-    mpirun -np 4 -bind-to none -map-by slot python train.py
+    mpirun -np 4 --bind-to none --map-by slot python train.py
     HOSTFILE=hostfile NP=8 ./launch.sh --steps 5000   # a cluster, through mpirun
     sbatch -N 2 train.sbatch --steps 5000             # a Slurm batch job
     HOSTS_FILE=hosts horovodrun --gloo -np 3 --min-np 2 \

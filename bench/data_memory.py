@@ -25,7 +25,7 @@ PEAK = re.compile(r"peak_rss rank=(\d+) mb=([\d.]+)")
 
 def peaks(np_: int, flags: list[str]) -> list[float]:
     """Peak RSS (MB) of each rank of one run, in rank order."""
-    cmd = ["mpirun", "-np", str(np_), "--oversubscribe", "-bind-to", "none", sys.executable,
+    cmd = ["mpirun", "-np", str(np_), "--oversubscribe", "--bind-to", "none", sys.executable,
            os.path.join(ROOT, "bench", "peak_rss.py"), os.path.join(ROOT, "train.py"),
            *flags, "--steps", "2", "--log-every", "1"]
     env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")

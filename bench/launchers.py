@@ -10,7 +10,7 @@ import sys
 
 PYTHON = sys.executable
 BIN = os.path.dirname(PYTHON)
-MPIRUN = ["mpirun", "-bind-to", "none", "-map-by", "slot", "-mca", "pml", "ob1", "-mca", "btl",
+MPIRUN = ["mpirun", "--bind-to", "none", "--map-by", "slot", "--mca", "pml", "ob1", "--mca", "btl",
           "^openib", "--oversubscribe"]  # launch.sh's flags for one machine
 ROOT_OK = {"OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1"}
 

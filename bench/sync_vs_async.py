@@ -24,7 +24,7 @@ sys.path.insert(0, ROOT)
 
 def train(ranks: int, out: str, flags: list[str]) -> tuple[list[dict], dict | None]:
     """One run under mpirun; its metrics records and (async) summary."""
-    cmd = ["mpirun", "-np", str(ranks), "--oversubscribe", "-bind-to", "none", sys.executable,
+    cmd = ["mpirun", "-np", str(ranks), "--oversubscribe", "--bind-to", "none", sys.executable,
            os.path.join(ROOT, "train.py"), "--output-dir", out, *flags]
     env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
     res = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=900)

@@ -39,7 +39,7 @@ def launch_cmd(launcher: str, np_: int, *args: str, script: Path = TRAIN,
         return program
     if launcher == "mpirun" and mpirun_family() == "openmpi":
         # more ranks than cores allowed; no rank pinned to one core
-        return ["mpirun", "-np", str(np_), "--oversubscribe", "-bind-to", "none", "-map-by",
+        return ["mpirun", "-np", str(np_), "--oversubscribe", "--bind-to", "none", "--map-by",
                 "slot", *options, *program]
     if launcher == "mpirun":  # Hydra (MPICH, Intel MPI): oversubscribes and binds nothing,
         pin = ["-genv", "I_MPI_PIN", "off"] if mpirun_family() == "impi" else []  # but Intel
@@ -59,6 +59,17 @@ def mpirun_family() -> str:
     out = subprocess.run(["bash", "-c", f'source "{ROOT}/scripts/mpi.sh"; mpi_launcher_id mpirun'],
                          env=job_env(), capture_output=True, text=True, check=True).stdout
     return out.split()[0]
+
+
+def killed_rank_report(rank: int) -> str:
+    """What the mpirun of mpirun_family() prints when rank `rank` dies of SIGKILL: Open MPI's
+    sentence ("process rank R with PID N on node H exited on signal 9 (Killed)", wrapped by
+    Open MPI 5: compare words), or the box of Hydra's mpiexec, which names the PID and host, not
+    the rank, and whose signal line MPICH ("Killed (signal 9)") and Intel MPI ("KILLED BY
+    SIGNAL: 9 (Killed)") word differently."""
+    if mpirun_family() == "openmpi":
+        return f"rank {rank} with PID"
+    return "BAD TERMINATION OF ONE OF YOUR APPLICATION PROCESSES"
 
 
 @dataclass

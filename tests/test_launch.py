@@ -14,7 +14,7 @@ def test_echoes_the_command_and_passes_arguments_through() -> None:
     assert res.rc == 0, res.stderr
     echoed = [ln for ln in res.stderr.splitlines() if ln.startswith("+ ")]
     assert len(echoed) == 1
-    flags = {"openmpi": ("-np 3", "-bind-to none", "-map-by slot"), "mpich": ("-n 3",),
+    flags = {"openmpi": ("-np 3", "--bind-to none", "--map-by slot"), "mpich": ("-n 3",),
              "impi": ("-n 3", "-genv I_MPI_PIN off")}[mpirun_family()]  # Hydra's flags
     for part in (*flags, "train.py --help"):
         assert part in echoed[0], echoed[0]

@@ -83,7 +83,7 @@ def test_launch_sh_with_a_hostfile(hosts, init, single, tmp_path) -> None:
                          "--metrics", str(metrics)),
               env={"HOSTFILE": str(hostfile), "MPIRUN_ARGS": mpirun_args,
                    "PATH": f"{hosts.bin}:{BIN}:/usr/sbin:/usr/bin:/sbin:/bin"}, timeout=180)
-    assert "--hostfile" in res.stderr and "-bind-to none" in res.stderr
+    assert "--hostfile" in res.stderr and "--bind-to none" in res.stderr
     check_run(res, metrics, single, hosts)
 
 
