@@ -6,22 +6,20 @@ import time
 
 import pytest
 
-from conftest import PLATFORM, ROOT, launch_cmd, mpirun_family, run
+from conftest import PLATFORM, ROOT, killed_rank_report, launch_cmd, run
 
 FAULTS = ROOT / "tests" / "faults"  # its sitecustomize.py injects DPTRAIN_FAULT
 LONG = ["--steps", "1000000", "--log-every", "100"]  # minutes of work, were it not stopped
 STEP = 300
 DEADLINE_S = 30
 LAUNCHERS = ("mpirun", "launch.sh", "horovodrun-mpi", "horovodrun-gloo")
-# How each launcher reports a rank that died of SIGKILL: horovodrun over Gloo, Open MPI's
-# mpirun, or Hydra's box (MPICH, Intel MPI), which names the process's PID and host, not its rank.
-HYDRA_KILLED = "BAD TERMINATION OF ONE OF YOUR APPLICATION PROCESSES"
 
 
 def killed_report(launcher: str) -> str:
+    """How the launcher reports rank 1's death by SIGKILL: horovodrun over Gloo, else mpirun."""
     if launcher == "horovodrun-gloo":
         return "Process 1 exit with status code"
-    return "rank 1 with PID" if mpirun_family() == "openmpi" else HYDRA_KILLED
+    return killed_rank_report(1)
 
 
 def inject(launcher: str, kind: str, tmp_path, timeout: float = 120):
