@@ -23,6 +23,9 @@ MPIS = {
 CHOSEN = os.environ.get("DPTRAIN_SITE_MPIS", "mpich-5.0.2")
 NAMES = {"mpich": "MPICH", "impi": "Intel MPI", "openmpi": "Open MPI"}  # the set-up's
 LIBRARIES = {"mpich": "MPICH", "impi": r"Intel\(R\) MPI", "openmpi": "Open MPI"}  # libmpi's
+# Debian's package manager, made unusable for test_the_set_up_needs_nothing_of_debian.
+HIDDEN = ("/usr/bin/dpkg", "/usr/bin/dpkg-query", "/usr/bin/apt-get", "/usr/bin/apt",
+          "/etc/debian_version")
 # One site at a time (each builds Horovod): one xdist group for the file.
 # The set-up builds Horovod and mpi4py (minutes, cold), the tier runs minutes more.
 pytestmark = [pytest.mark.site_mpi, pytest.mark.xdist_group("site_mpi"),
@@ -100,3 +103,24 @@ def test_another_mpis_launcher_is_one_line_naming_both(site) -> None:
     assert res.rc != 0 and len(lines) == 1, res.stdout[-2000:] + res.stderr[-3000:]
     built = f"{LIBRARIES[site.mpi.family]}.*{re.escape(str(site.mpi.installed_in))}"
     assert re.search(f"Horovod's MPI is {built}.*, but {told}", lines[0]), lines[0]
+
+
+def test_the_set_up_needs_nothing_of_debian(site, tmp_path) -> None:
+    """A fresh venv set up where the system is not Debian and has no package manager (as on a
+    RHEL-like login node): /dev/null in place of dpkg and apt, /etc/os-release another
+    distribution's. The tools on PATH and the module's MPI are all it needs; it says it is
+    trying an untested OS, and the job trains."""
+    os_release = tmp_path / "os-release"
+    os_release.write_text('ID=rocky\nVERSION_ID="9.4"\nNAME="Rocky Linux"\n')
+    hide = [f"mount --bind /dev/null {p}" for p in HIDDEN if os.path.exists(p)]
+    mounts = " && ".join([*hide, f"mount --bind {os_release} /etc/os-release"])
+    venv = f"{site.clone}/.venv-other-os"
+    # A private mount namespace: what it hides is hidden from this command alone.
+    res = run(["unshare", "-m", "sh", "-c", f'{mounts} && exec "$@"', "sh",
+               *site.cmd(f"rm -rf {venv} && make setup VENV={venv} && "
+                         f"{venv}/bin/python train.py --steps 100 --log-every 100")],
+              timeout=1800)
+    assert res.rc == 0, res.stdout[-2000:] + res.stderr[-3000:]
+    assert "note: tested on Debian 12 and 13; trying 'rocky 9.4'" in res.stderr, res.stderr[-3000:]
+    assert re.search(r"step\s+100\s+loss", res.stdout), res.stdout[-2000:]
+    run(site.cmd(f"rm -rf {venv}"), timeout=120)
