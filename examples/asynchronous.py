@@ -1,15 +1,19 @@
 """The contrast: the seed job trained asynchronously through a parameter server (mpi4py).
 
     mpirun -np 3 python examples/asynchronous.py    # rank 0 serves, ranks 1 and 2 work
+    mpirun -np 3 python examples/asynchronous.py updates.npz  # and save who pushed what
 
 Rank 0 holds the weights; each worker holds its slice of the 50 points. A worker fetches the
 current weights, computes its slice's gradient on them and pushes it; the server applies every
 push as it arrives, w <- w - lr * g, 2000 times in all. While one worker computes, others'
 pushes land, so its gradient is applied to newer weights than it was computed on: it is stale.
 Compare examples/synchronous.py, where every update is the full-data gradient of the current
-weights. With one worker (-np 2) this is plain gradient descent again.
+weights. With one worker (-np 2) this is plain gradient descent again. The server ends with
+how many updates each worker made and how stale they were; given a file name, it also saves,
+per update, the worker and the version of the weights its gradient was computed on.
 """
 import os
+import sys
 import traceback
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # keep TensorFlow's start-up chatter off
@@ -62,6 +66,7 @@ def serve(comm: MPI.Comm) -> None:
     x, y = the_data(0, N)  # only to log the full-data loss
     version, stopped, status = 0, 0, MPI.Status()
     grad = np.empty(SIZE, np.float32)
+    fetched_at, worker, computed_on = {}, [], []  # which weights each push was computed on
     while stopped < comm.Get_size() - 1:
         comm.Probe(source=MPI.ANY_SOURCE, tag=MPI.ANY_TAG, status=status)
         src = status.Get_source()
@@ -70,14 +75,28 @@ def serve(comm: MPI.Comm) -> None:
             done = version >= STEPS  # an empty reply tells the worker to stop
             comm.Send(w[:0] if done else w, dest=src, tag=WEIGHTS)
             stopped += done
+            fetched_at[src] = version
             continue
         comm.Recv(grad, source=src, tag=PUSH)
         if version < STEPS:  # pushes after the last update are dropped
             if version % LOG_EVERY == 0:  # the loss after `version` updates
                 log(version, w, x, y)
             w -= LR * grad
+            worker.append(src)
+            computed_on.append(fetched_at[src])
             version += 1
     log(version, w, x, y)
+    report(np.array(worker), np.array(computed_on))
+
+
+def report(worker: np.ndarray, computed_on: np.ndarray) -> None:
+    """Updates per worker and staleness (updates landed between fetch and apply); save both."""
+    staleness = np.arange(len(worker)) - computed_on
+    counts = {int(k): int(v) for k, v in zip(*np.unique(worker, return_counts=True))}
+    print(f"updates per worker {counts}; staleness mean {staleness.mean():.2f}, "
+          f"max {staleness.max()}", flush=True)
+    if len(sys.argv) > 1:
+        np.savez(sys.argv[1], worker=worker, computed_on=computed_on)
 
 
 def work(comm: MPI.Comm) -> None:

@@ -41,6 +41,18 @@ def descend(p: dict, x: np.ndarray, y: np.ndarray, lr: float, steps: int,
     return logged
 
 
+def replay(p0: dict, x: np.ndarray, y: np.ndarray, slices: list, computed_on: np.ndarray,
+           worker: np.ndarray, lr: float, sums: int = 1) -> list[dict]:
+    """Asynchronous SGD as logged: weights after each update, where update v is
+    w[v+1] = w[v] - lr * sums * (gradient of worker's rows, slices[worker - 1], at w[computed_on])."""
+    history = [p0]
+    for c, src in zip(computed_on, worker):
+        rows = slices[src - 1]
+        g = gradient(history[c], x[rows], y[rows])
+        history.append({k: v - lr * sums * g[k] for k, v in history[-1].items()})
+    return history
+
+
 def seed_data(n: int, dtype: type = np.float64) -> tuple[np.ndarray, np.ndarray]:
     """The seed problem, built whole: x = linspace(-2, 2, n), y = x^2, as columns, rounded to
     dtype. Every function here computes in the dtype of what it is given."""

@@ -50,7 +50,8 @@ def test_several_workers_apply_exactly_the_gradients_they_claim(tmp_path) -> Non
     assert list(applied) == list(range(1500))  # exactly --steps updates, in version order
     staleness = applied - computed
     assert staleness.min() >= 0 and set(worker) <= {1, 2, 3}
-    replayed = replay(p0, computed, worker, lr=0.01, sums=2)
+    slices = np.array_split(np.arange(50), 3)  # the first 50 % 3 workers hold one more row
+    replayed = oracle.replay(p0, *oracle.seed_data(50), slices, computed, worker, lr=0.01, sums=2)
     with np.load(out / "weights.npz") as w:
         for name, value in replayed[-1].items():
             np.testing.assert_allclose(w[name], value, rtol=1e-9, atol=1e-12)
@@ -63,19 +64,6 @@ def test_several_workers_apply_exactly_the_gradients_they_claim(tmp_path) -> Non
     assert records[-1]["staleness_max"] == staleness.max()
     assert np.isclose(records[-1]["staleness_mean"], staleness.mean())
     assert f"staleness mean {staleness.mean():.2f}, max {staleness.max()}" in res.stdout
-
-
-def replay(p0: dict, computed_on: np.ndarray, worker: np.ndarray, lr: float,
-           sums: int) -> list[dict]:
-    """Weights after each update: w[v+1] = w[v] - lr * sums * grad of worker's slice at w[c]."""
-    x, y = oracle.seed_data(50)
-    slices = np.array_split(np.arange(50), 3)  # the first 50 % 3 workers hold one more row
-    history = [p0]
-    for c, src in zip(computed_on, worker):
-        rows = slices[src - 1]
-        g = oracle.gradient(history[c], x[rows], y[rows])
-        history.append({k: v - lr * sums * g[k] for k, v in history[-1].items()})
-    return history
 
 
 @PLATFORM  # how mpirun ends a job whose rank died
