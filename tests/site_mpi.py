@@ -90,6 +90,26 @@ def write_module(mpi: SiteMpi) -> Path:
     return STORE / "modules"
 
 
+def publish_source() -> Path:
+    """HEAD of this checkout as a bare repository the user can read and clone, wherever this
+    checkout lives (CI's clone may sit under a folder only root can enter)."""
+    bare = STORE / "dptrain.git"
+    STORE.mkdir(parents=True, exist_ok=True)
+    shutil.rmtree(bare, ignore_errors=True)
+    subprocess.run(["git", "clone", "-q", "--bare", "--no-local", str(ROOT), str(bare)],
+                   check=True)
+    subprocess.run(["chmod", "-R", "a+rX", str(bare)], check=True)
+    # It is root's: git refuses to read another user's repository unless told it is safe, as
+    # a user cloning a colleague's repository would tell it.
+    git = ["runuser", "-u", USER, "--", "env", f"HOME=/home/{USER}", "git", "config", "--global"]
+    home = f"/home/{USER}"  # a cwd the user may enter: git looks for a repository there
+    safe = subprocess.run([*git, "--get-all", "safe.directory"], capture_output=True,
+                          text=True, cwd=home).stdout.split()
+    if str(bare) not in safe:
+        subprocess.run([*git, "--add", "safe.directory", str(bare)], check=True, cwd=home)
+    return bare
+
+
 def make_user() -> Path:
     """The unprivileged user, with root's pip configuration (the package index); its home."""
     if subprocess.run(["id", USER], capture_output=True).returncode != 0:
@@ -100,13 +120,6 @@ def make_user() -> Path:
         (home / ".config" / "pip").mkdir(parents=True, exist_ok=True)
         shutil.copy(conf, home / ".config" / "pip" / "pip.conf")
         subprocess.run(["chown", "-R", f"{USER}:", str(home / ".config")], check=True)
-    # This clone is root's: git refuses to read another user's repository unless told it is
-    # safe, as a user cloning a colleague's checkout would tell it.
-    git = ["runuser", "-u", USER, "--", "env", f"HOME={home}", "git", "config", "--global"]
-    safe = subprocess.run([*git, "--get-all", "safe.directory"], capture_output=True,
-                          text=True).stdout.split()
-    if str(ROOT / ".git") not in safe:  # a local clone reads the .git folder itself
-        subprocess.run([*git, "--add", "safe.directory", str(ROOT / ".git")], check=True)
     return home
 
 
