@@ -72,6 +72,9 @@ def make_prefix(mpi: SiteMpi) -> None:
         (tmp / "bin").mkdir(parents=True)
         for exe in ("mpicc", "mpicxx", "mpirun", "mpiexec"):
             (tmp / "bin" / exe).symlink_to(f"/usr/bin/{exe}.mpich")
+        # Hydra's mpiexec starts the hydra_pmi_proxy beside the path it was started by
+        for exe in ("hydra_pmi_proxy", "hydra_nameserver", "hydra_persist"):
+            (tmp / "bin" / exe).symlink_to(f"/usr/bin/{exe}")
     tmp.rename(mpi.prefix)
 
 
