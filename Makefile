@@ -12,7 +12,7 @@
 # make test-mpi - as an unprivileged user with Lmod modules: set-up, make run and the platform
 #   tier under a site's MPI (root; DPTRAIN_SITE_MPIS=mpich-5.0.2 by default, =all for MPICH
 #   5.0.2 and 4.0.2, Intel MPI 2021.19 and Open MPI 5.0.11). make test runs the light part
-#   of it (no platform tier) under MPICH 5.0.2.
+#   of it (set-up as a user, make run, the wrong launcher) under MPICH 5.0.2.
 # make horovod-tests HOROVOD_TESTS=DIR - Horovod's own TensorFlow suite against our build
 # make debian13-check - the set-up and the seed job in a fresh Debian 13 root (root only;
 #   DEB13_SUITE=1 also runs make test-platform there, DEB13_SUITE=all make test)
