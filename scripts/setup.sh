@@ -217,6 +217,21 @@ install_horovod() {
     "$VENV/bin/pip" install -q --no-deps --force-reinstall "$wheel"
 }
 
+pin_mpi4py() {  # mpi4py's wheel loads the first libmpi the loader finds: point it at Horovod's
+    # (its search tries libmpi.so first, which Debian points at Open MPI even where the MPI
+    # found here is MPICH in /usr: mpi4py would speak Open MPI under Hydra's mpiexec).
+    local lib site
+    lib=$(ldd "$VENV"/lib/python3*/site-packages/horovod/tensorflow/mpi_lib*.so |
+          awk '$1 ~ /^lib(mpi|mpich)\.so/ && $3 ~ /^\// {print $3; exit}')
+    [ -n "$lib" ] || die "cannot tell which libmpi Horovod's mpi_lib links (ldd found none)"
+    site=$("$VENV/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
+    # A .pth line that imports runs at every start of this venv's Python; a user's own
+    # MPI4PY_LIBMPI still wins.
+    printf 'import os; os.environ.setdefault("MPI4PY_LIBMPI", "%s")\n' "$lib" \
+        >"$site/dptrain-mpi4py-libmpi.pth"
+    log "mpi4py loads $lib, Horovod's libmpi"
+}
+
 gpu_toolkit() {  # GPU=1: CUDA_HOME := a CUDA $CUDA_MAJOR toolkit, whose nvcc builds Horovod's kernels
     local nvcc=${CUDA_HOME:+$CUDA_HOME/bin/nvcc} version
     [ -n "$nvcc" ] || nvcc=$(command -v nvcc || true)
@@ -292,7 +307,7 @@ main() {
     if [ "$MPI" != system ]; then install_pypi_mpi; mpi_probe; fi
     ensure_cmake
     # Everything but Horovod first: its build imports TensorFlow from this venv. mpi4py's wheel
-    # loads the libmpi it finds at run time (MPICH's ABI or Open MPI's): the MPI found here.
+    # loads a libmpi at run time (MPICH's ABI or Open MPI's): pin_mpi4py names Horovod's.
     grep -v '^horovod==' "$REQS" >"$VENV/requirements-no-horovod.txt"
     # One TensorFlow: the other build goes first when GPU changed.
     "$VENV/bin/pip" uninstall -q -y "$([ "$GPU" = 1 ] && echo tensorflow-cpu || echo tensorflow)" \
@@ -304,6 +319,7 @@ main() {
     "$VENV/bin/pip" install -q -r "$VENV/requirements-no-horovod.txt"
     [ "$GPU" = 1 ] && gpu_build_env
     install_horovod
+    pin_mpi4py
     check_build
     echo "$key" >"$VENV/.setup-stamp"
     log "done: activate with 'source $VENV/bin/activate'"
