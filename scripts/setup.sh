@@ -217,19 +217,30 @@ install_horovod() {
     "$VENV/bin/pip" install -q --no-deps --force-reinstall "$wheel"
 }
 
-pin_mpi4py() {  # mpi4py's wheel loads the first libmpi the loader finds: point it at Horovod's
-    # (its search tries libmpi.so first, which Debian points at Open MPI even where the MPI
-    # found here is MPICH in /usr: mpi4py would speak Open MPI under Hydra's mpiexec).
-    local lib site
+pin_mpi4py() {  # mpi4py must speak the MPI Horovod links: its wheel pointed at that libmpi, or
+    # a build against it. The wheel's own search takes libmpi.so first, which Debian points at
+    # Open MPI even where the MPI found here is MPICH in /usr; and it loads the MPICH ABI by the
+    # name libmpi.so.12, which Debian's MPICH (libmpich.so.12) does not have.
+    local lib site pth
     lib=$(ldd "$VENV"/lib/python3*/site-packages/horovod/tensorflow/mpi_lib*.so |
           awk '$1 ~ /^lib(mpi|mpich)\.so/ && $3 ~ /^\// {print $3; exit}')
     [ -n "$lib" ] || die "cannot tell which libmpi Horovod's mpi_lib links (ldd found none)"
     site=$("$VENV/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
+    pth=$site/dptrain-mpi4py-libmpi.pth
     # A .pth line that imports runs at every start of this venv's Python; a user's own
     # MPI4PY_LIBMPI still wins.
-    printf 'import os; os.environ.setdefault("MPI4PY_LIBMPI", "%s")\n' "$lib" \
-        >"$site/dptrain-mpi4py-libmpi.pth"
-    log "mpi4py loads $lib, Horovod's libmpi"
+    printf 'import os; os.environ.setdefault("MPI4PY_LIBMPI", "%s")\n' "$lib" >"$pth"
+    if "$VENV/bin/python" -c 'from mpi4py import MPI' 2>/dev/null; then
+        log "mpi4py: its wheel, loading $lib (Horovod's libmpi)"
+        return 0
+    fi
+    rm -f "$pth"
+    log "mpi4py: its wheel cannot load $lib: building it with $(command -v mpicc) (a minute)"
+    # No cache: pip would hand this build to the next venv, whatever its MPI.
+    MPICC=$(command -v mpicc) "$VENV/bin/pip" install -q --no-cache-dir --no-deps \
+        --force-reinstall --no-binary mpi4py "mpi4py==$(pin mpi4py)" ||
+        die "building mpi4py against $lib failed (see above)"
+    "$VENV/bin/python" -c 'from mpi4py import MPI' || die "mpi4py built against $lib does not load"
 }
 
 gpu_toolkit() {  # GPU=1: CUDA_HOME := a CUDA $CUDA_MAJOR toolkit, whose nvcc builds Horovod's kernels
@@ -307,7 +318,7 @@ main() {
     if [ "$MPI" != system ]; then install_pypi_mpi; mpi_probe; fi
     ensure_cmake
     # Everything but Horovod first: its build imports TensorFlow from this venv. mpi4py's wheel
-    # loads a libmpi at run time (MPICH's ABI or Open MPI's): pin_mpi4py names Horovod's.
+    # loads a libmpi at run time (MPICH's ABI or Open MPI's): pin_mpi4py makes it Horovod's.
     grep -v '^horovod==' "$REQS" >"$VENV/requirements-no-horovod.txt"
     # One TensorFlow: the other build goes first when GPU changed.
     "$VENV/bin/pip" uninstall -q -y "$([ "$GPU" = 1 ] && echo tensorflow-cpu || echo tensorflow)" \
