@@ -11,7 +11,8 @@
 #   Horovod with NCCL (needs a CUDA 12 toolkit; docs/setup.md)
 # make test-mpi - as an unprivileged user with Lmod modules: set-up, make run and the platform
 #   tier under a site's MPI (root; DPTRAIN_SITE_MPIS=mpich-5.0.2 by default, =all for MPICH
-#   5.0.2 and 4.0.2, Intel MPI 2021.19 and Open MPI 5.0.11). make test runs the light part
+#   5.0.2 and 4.0.2, Intel MPI 2021.19 and Open MPI 5.0.11; 4.0.2 apt-installs Debian's MPICH
+#   into /usr, so give it a throwaway root, docs/testing.md). make test runs the light part
 #   of it (set-up as a user, make run, the wrong launcher) under MPICH 5.0.2.
 # make horovod-tests HOROVOD_TESTS=DIR - Horovod's own TensorFlow suite against our build
 # make debian13-check - the set-up and the seed job in a fresh Debian 13 root (root only;

@@ -104,8 +104,8 @@ def publish_source() -> Path:
     subprocess.run(["chmod", "-R", "a+rX", str(bare)], check=True)
     # It is root's: git refuses to read another user's repository unless told it is safe, as
     # a user cloning a colleague's repository would tell it.
-    git = ["runuser", "-u", USER, "--", "env", f"HOME=/home/{USER}", "git", "config", "--global"]
-    home = f"/home/{USER}"  # a cwd the user may enter: git looks for a repository there
+    home = f"/home/{USER}"  # also the cwd: one the user may enter (git looks for a repository)
+    git = ["runuser", "-u", USER, "--", "env", f"HOME={home}", "git", "config", "--global"]
     safe = subprocess.run([*git, "--get-all", "safe.directory"], capture_output=True,
                           text=True, cwd=home).stdout.split()
     if str(bare) not in safe:
