@@ -22,6 +22,12 @@ import os
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # keep TensorFlow's start-up chatter off
 
+# A scheduler's signal that comes while Python loads is kept, not fatal, until the flags say
+# what it means (--checkpoint-on-signal: a stop at a checkpoint; else its default action).
+from dptrain import preempt  # noqa: E402
+
+preempt.hold()
+
 # These load no TensorFlow; the modules that do are imported once the flags are known good.
 from dptrain import cli, startup  # noqa: E402
 from dptrain.errors import guard  # noqa: E402
@@ -31,8 +37,9 @@ def main() -> None:
     """Check the flags, open the data, run the chosen mode."""
     config = cli.parse()  # flags are checked before TensorFlow loads: a typo fails at once
     if config.checkpoint_on_signal:  # before TensorFlow loads: a signal then is kept too
-        from dptrain import preempt
         preempt.install()
+    else:
+        preempt.release()
     source = startup.data(config)  # every rank; a bad --data file fails here, at once
     if config.check:  # a job script's one-process check before it starts the ranks
         return

@@ -21,6 +21,23 @@ ASKED = "DPTRAIN_STOP_SIGNAL"  # e.g. SIGUSR1: the job script got it before the 
 _received: list[str] = []
 
 
+def hold() -> None:
+    """Until install() or release(): SIGUSR1 and SIGTERM are recorded, not acted on. A job
+    script passes Slurm's warning on as soon as the ranks exist, which may be while Python is
+    still loading them; by default SIGUSR1 would end them there."""
+    for s in SIGNALS:
+        signal.signal(s, _record)
+
+
+def release() -> None:
+    """Without --checkpoint-on-signal: the signals' default actions again, and one that came
+    while they were held acts now."""
+    for s in SIGNALS:
+        signal.signal(s, signal.SIG_DFL)
+    for name in list(_received):
+        os.kill(os.getpid(), signal.Signals[name])
+
+
 def install() -> None:
     """From now on SIGUSR1 and SIGTERM ask for a stop instead of ending the process; a stop
     the job script passes on in the environment is asked for already."""
