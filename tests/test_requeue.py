@@ -82,7 +82,11 @@ def jobs(slurm, init, tmp_path_factory) -> dict[str, Job]:
     # The rest start while the chains wait out their first hold (fewer ranks starting at once).
     all_jobs |= {
         "nan": submit("nan", ["-n", "2", "--time=10"], [*job, "--lr", "1e6"]),
-        "limit": submit("limit", ["-n", "1", *SHORT], job, MAX_REQUEUES="0", **slow),
+        # A later warning (60-90 s in) and a longer run: under CI's load its batch script
+        # took some 30 s to start srun, and the warning then reached a rank still loading
+        # Python (docs/launching.md, "Time limits").
+        "limit": submit("limit", ["-n", "1", "--time=3", "--signal=B:USR1@120"],
+                        [*job, "--steps", "1000"], MAX_REQUEUES="0", **slow),
     }
     for j in all_jobs.values():
         j.finish()
