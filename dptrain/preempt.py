@@ -41,8 +41,7 @@ def release() -> None:
 def install() -> None:
     """From now on SIGUSR1 and SIGTERM ask for a stop instead of ending the process; a stop
     the job script passes on in the environment is asked for already."""
-    for s in SIGNALS:
-        signal.signal(s, _record)
+    hold()
     if os.environ.get(ASKED):
         _received.append(os.environ[ASKED])
 

@@ -109,9 +109,9 @@ def test_asynchronous_with_two_workers_is_the_replay_of_its_own_schedule(tmp_pat
         worker, computed_on = u["worker"], u["computed_on"]
     staleness = np.arange(2000) - computed_on
     assert len(worker) == 2000 and set(worker) <= {1, 2} and staleness.min() >= 0
-    slices = np.array_split(np.arange(50), 2)
-    history = oracle.replay(seed_draw(), *oracle.seed_data(50), slices, computed_on, worker, 0.01)
     x, y = oracle.seed_data(50)
+    slices = np.array_split(np.arange(50), 2)
+    history = oracle.replay(seed_draw(), x, y, slices, computed_on, worker, 0.01)
     want = [(k, oracle.loss(history[k], x, y)) for k in range(0, 2001, 50)]
     check_close(losses(res.stdout), want)
     counts = {k: int(np.sum(worker == k)) for k in sorted(set(worker.tolist()))}
