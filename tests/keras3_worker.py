@@ -7,9 +7,13 @@ no Horovod collective takes part in a reference. Rank 0 writes {check: largest e
 from __future__ import annotations
 
 import json
+import os
 import sys
 
-import keras
+# Keras 3 through tf.keras even in a KERAS=2 venv (whose .pth sets tf.keras to tf_keras).
+os.environ["TF_USE_LEGACY_KERAS"] = "0"
+
+import keras  # noqa: E402
 import numpy as np
 import tensorflow as tf
 
