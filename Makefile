@@ -23,13 +23,14 @@ VENV ?= .venv
 NP ?= 4
 GPU ?= 0
 MPI ?=  # empty: what the venv was set up with, else system
+KERAS ?=  # empty: what the venv was set up with, else 3 (2: tf_keras as tf.keras)
 export TF_CPP_MIN_LOG_LEVEL ?= 2
 
 .PHONY: setup run test test-fast test-platform test-mpi bench clean horovod-tests debian13-check \
 	gpu-build-check
 
 setup:
-	GPU=$(GPU) MPI=$(MPI) bash scripts/setup.sh
+	GPU=$(GPU) MPI=$(MPI) KERAS=$(KERAS) bash scripts/setup.sh
 
 # The venv's bin first: its mpirun where the set-up put one there (MPI=...), with what its
 # activate sets (Intel MPI's I_MPI_ROOT); a conda VENV has no activate there.

