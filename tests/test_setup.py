@@ -72,6 +72,14 @@ def test_unsupported_python_is_refused_before_anything_is_made(tmp_path) -> None
 
 
 @pytest.mark.fast
+def test_an_unknown_keras_is_refused_before_anything_is_made(tmp_path) -> None:
+    res = run(["bash", SETUP], env={"KERAS": "4", "VENV": str(tmp_path / "venv")}, timeout=60)
+    assert res.rc == 2
+    assert res.stderr.strip().splitlines() == ["setup: error: KERAS must be 2 or 3, got '4'"]
+    assert not (tmp_path / "venv").exists()
+
+
+@pytest.mark.fast
 def test_a_patch_that_no_longer_applies_stops_the_build_naming_it(tmp_path) -> None:
     """A copy of the repository whose series has a patch for a file the sdist lacks."""
     repo = copy_setup(tmp_path / "repo")
