@@ -30,15 +30,9 @@ declare -A ARGS=(
 )
 read -r -a EXAMPLES <<<"${EXAMPLES:-tensorflow2_synthetic_benchmark tensorflow2_keras_synthetic_benchmark tensorflow2_mnist tensorflow2_keras_mnist tensorflow2_mnist_elastic tensorflow2_keras_mnist_elastic tensorflow2_synthetic_benchmark_elastic}"
 
-if [ -z "$DIR" ] || [ ! -d "$DIR/examples/tensorflow2" ]; then
-    why="no Horovod examples at '${DIR:-(none given)}' (give the folder holding examples/tensorflow2)"
-    if [ "${DPTRAIN_NO_SKIP:-}" = 1 ]; then
-        echo "horovod-examples: error: $why; DPTRAIN_NO_SKIP=1 wants them run" >&2
-        exit 1
-    fi
-    echo "horovod-examples: skipped: $why"
-    exit 0
-fi
+source "$ROOT/scripts/skip_or_fail.sh"
+[ -n "$DIR" ] && [ -d "$DIR/examples/tensorflow2" ] || skip_or_fail horovod-examples \
+    "no Horovod examples at '${DIR:-(none given)}' (give the folder holding examples/tensorflow2)"
 DIR=$(cd "$DIR" && pwd)
 export PATH=$VENV/bin:$PATH
 [ -f "$VENV/bin/activate" ] && source "$VENV/bin/activate"

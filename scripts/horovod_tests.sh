@@ -17,15 +17,9 @@ NPS=${NPS:-2 4}
 TIMEOUT=${TIMEOUT:-1800}
 read -r -a SUITES <<<"${SUITES:-test_tensorflow.py test_tensorflow2_keras.py test_tensorflow_keras.py test_tensorflow_process_sets.py test_tensorflow2_keras_process_sets.py test_xla.py test_xla_process_sets.py test_adasum_tensorflow.py}"
 
-if [ -z "$DIR" ] || [ ! -f "$DIR/parallel/test_tensorflow.py" ]; then
-    why="no Horovod test suite at '${DIR:-(none given)}' (give the folder holding parallel/test_tensorflow.py)"
-    if [ "${DPTRAIN_NO_SKIP:-}" = 1 ]; then
-        echo "horovod-tests: error: $why; DPTRAIN_NO_SKIP=1 wants it run" >&2
-        exit 1
-    fi
-    echo "horovod-tests: skipped: $why"
-    exit 0
-fi
+source "$ROOT/scripts/skip_or_fail.sh"
+[ -n "$DIR" ] && [ -f "$DIR/parallel/test_tensorflow.py" ] || skip_or_fail horovod-tests \
+    "no Horovod test suite at '${DIR:-(none given)}' (give the folder holding parallel/test_tensorflow.py)"
 KERAS=$(cat "$VENV/.setup-keras" 2>/dev/null || echo 3)
 
 # The one list of tests whose own body cannot pass here, each with why; no Horovod change can

@@ -53,6 +53,14 @@ def launch_cmd(launcher: str, np_: int, *args: str, script: Path = TRAIN,
     raise ValueError(f"unknown launcher {launcher!r}")
 
 
+def worker_errors(script: str, np_: int, out_dir: Path, timeout: float) -> dict:
+    """Run tests/SCRIPT on np_ ranks under mpirun: the {check: largest error} its rank 0 wrote."""
+    out = out_dir / "errors.json"
+    res = run(launch_cmd("mpirun", np_, str(out), script=ROOT / "tests" / script), timeout=timeout)
+    assert res.rc == 0, res.stdout + res.stderr
+    return json.loads(out.read_text())
+
+
 @functools.cache
 def mpirun_family() -> str:
     """openmpi, mpich or impi: whose mpirun the jobs get (scripts/mpi.sh tells them apart)."""

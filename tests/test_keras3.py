@@ -6,11 +6,9 @@ weights, BatchNormalization on all ranks' rows), so no Horovod collective checks
 """
 from __future__ import annotations
 
-import json
-
 import pytest
 
-from conftest import PLATFORM, ROOT, launch_cmd, run
+from conftest import PLATFORM, worker_errors
 
 # Keras 3 through the patched Horovod build; the checks share two runs (np2, np3): one worker.
 pytestmark = [PLATFORM, pytest.mark.xdist_group("keras3")]
@@ -22,11 +20,8 @@ CHECKS = ["tape_eager", "tape_function", "broadcast_eager", "broadcast_function"
 @pytest.fixture(scope="module", params=[2, 3], ids=lambda p: f"np{p}")
 def errors(request, tmp_path_factory) -> dict:
     """Largest error of each check, from one real run on P ranks."""
-    out = tmp_path_factory.mktemp("keras3") / "errors.json"
-    res = run(launch_cmd("mpirun", request.param, str(out),
-                         script=ROOT / "tests" / "keras3_worker.py"), timeout=240)
-    assert res.rc == 0, res.stdout + res.stderr
-    return json.loads(out.read_text())
+    return worker_errors("keras3_worker.py", request.param, tmp_path_factory.mktemp("keras3"),
+                         timeout=240)
 
 
 @pytest.mark.parametrize("check", CHECKS)

@@ -8,11 +8,9 @@ local variables, PartialDistributedOptimizer, the warm-up callback with momentum
 """
 from __future__ import annotations
 
-import json
-
 import pytest
 
-from conftest import PLATFORM, ROOT, launch_cmd, run
+from conftest import PLATFORM, worker_errors
 
 pytestmark = [PLATFORM, pytest.mark.xdist_group("keras_api")]
 
@@ -27,11 +25,8 @@ TOLERANCE = {"accumulate": 1e-12, "apply": 1e-12, "partial_optimizer": 1e-12,
 @pytest.fixture(scope="module", params=[2, 3], ids=lambda p: f"np{p}")
 def errors(request, tmp_path_factory) -> dict:
     """Largest error of each check, from one real run on P ranks."""
-    out = tmp_path_factory.mktemp("keras_api") / "errors.json"
-    res = run(launch_cmd("mpirun", request.param, str(out),
-                         script=ROOT / "tests" / "keras_api_worker.py"), timeout=300)
-    assert res.rc == 0, res.stdout + res.stderr
-    return json.loads(out.read_text())
+    return worker_errors("keras_api_worker.py", request.param, tmp_path_factory.mktemp("keras_api"),
+                         timeout=300)
 
 
 @pytest.mark.parametrize("check", sorted(TOLERANCE))
