@@ -17,7 +17,6 @@ DPTRAIN_KERAS2_CALLS=1   under Keras 3, the two Keras 2 calls the scripts make t
 from __future__ import annotations
 
 import atexit
-import gc
 import importlib.abc
 import importlib.machinery
 import os
@@ -100,19 +99,29 @@ def _rank() -> str | None:
     return None
 
 
-def _is_keras_model(obj) -> bool:
-    return any(c.__name__ == "Model" and c.__module__.split(".")[0] in ("keras", "tf_keras")
-               for c in type(obj).__mro__) and getattr(obj, "built", False)
+# Where each Keras defines Model: every model made is kept here, since a script's model may be
+# a local of its main() and gone by exit.
+MODEL_MODULES = ("keras.src.models.model", "tf_keras.src.engine.training")
+_MODELS: list = []
+
+
+def _keep_models(module) -> None:
+    """Model.__init__ (which every model's runs) also appends the model to _MODELS."""
+    init = module.Model.__init__
+
+    def __init__(self, *args, **kwargs):
+        init(self, *args, **kwargs)
+        _MODELS.append(self)
+
+    module.Model.__init__ = __init__
 
 
 def _keras_models() -> list:
-    """Every built Keras model alive here (Keras 3's and tf_keras's), by name; one per set of
-    variables (a Keras 3 Sequential holds a functional model over the same ones)."""
-    if not any(m in sys.modules for m in ("keras", "tf_keras")):
-        return []
+    """Every built Keras model made here (Keras 3's and tf_keras's), in the order made; one per
+    set of variables (a Keras 3 Sequential builds a functional model over the same ones)."""
     found = {}
-    for obj in sorted(filter(_is_keras_model, gc.get_objects()), key=lambda m: m.name):
-        found.setdefault(tuple(id(v) for v in obj.trainable_weights), obj)
+    for model in (m for m in _MODELS if getattr(m, "built", False)):
+        found.setdefault(tuple(id(v) for v in model.trainable_weights), model)
     return list(found.values())
 
 
@@ -138,10 +147,11 @@ def _install() -> None:
     if os.environ.get("DPTRAIN_KERAS2_CALLS") == "1":
         hooks["keras.src.trainers.trainer"] = _tolerate_compile_flag
         hooks["keras.src.optimizers.base_optimizer"] = _callable_optimizer_variables
+    if os.environ.get("DPTRAIN_WEIGHTS_DIR"):
+        hooks.update({name: _keep_models for name in MODEL_MODULES})
+        atexit.register(_save_weights)
     if hooks:
         sys.meta_path.insert(0, _AfterImport(hooks))
-    if os.environ.get("DPTRAIN_WEIGHTS_DIR"):
-        atexit.register(_save_weights)
 
 
 _install()
