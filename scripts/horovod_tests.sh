@@ -45,8 +45,7 @@ deselected() {  # deselected SUITE -> "TEST<TAB>why" lines for this suite and Ke
     )
     local line
     { [ "$KERAS" = 3 ] && printf '%s\n' "${k3[@]}"; printf '%s\n' "${both[@]}"; } |
-        while IFS= read -r line; do [[ $line == "$1::"* ]] && echo "$line"; done
-    return 0
+        while IFS= read -r line; do if [[ $line == "$1::"* ]]; then echo "$line"; fi; done
 }
 
 export PATH=$VENV/bin:$PATH  # a conda VENV, or make setup MPI=..., brings its own mpirun
