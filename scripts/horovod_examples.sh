@@ -13,6 +13,7 @@ set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 DIR=${1:-}
 VENV=${VENV:-$ROOT/.venv}
+[[ $VENV == /* ]] || VENV=$PWD/$VENV  # the runs start in other folders
 NP=${NP:-2}
 TIMEOUT=${TIMEOUT:-900}
 HERE=$ROOT/tests/horovod_examples

@@ -13,6 +13,7 @@ set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 DIR=${1:-}
 VENV=${VENV:-$ROOT/.venv}
+[[ $VENV == /* ]] || VENV=$PWD/$VENV  # the runs start in other folders
 NPS=${NPS:-2 4}
 TIMEOUT=${TIMEOUT:-1800}
 read -r -a SUITES <<<"${SUITES:-test_tensorflow.py test_tensorflow2_keras.py test_tensorflow_keras.py test_tensorflow_process_sets.py test_tensorflow2_keras_process_sets.py test_xla.py test_xla_process_sets.py test_adasum_tensorflow.py}"
