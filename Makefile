@@ -17,7 +17,7 @@
 #   of it (set-up as a user, make run, the wrong launcher) under MPICH 5.0.2.
 # make horovod-tests HOROVOD_TESTS=DIR - Horovod's own TensorFlow suites (at 2 and 4 ranks) and
 #   TF2 example scripts, unmodified, against our build: with Keras 3 (.venv) and with Keras 2
-#   (tf_keras, $(KERAS2_VENV), set up as KERAS=2); about 70 min. HOROVOD_SCOPE=ci: the part CI
+#   (tf_keras, $(KERAS2_VENV), set up as KERAS=2); over an hour on 2 cores. HOROVOD_SCOPE=ci: the part CI
 #   runs (about 15 min; docs/testing.md)
 # make debian13-check - the set-up and the seed job in a fresh Debian 13 root (root only;
 #   DEB13_SUITE=1 also runs make test-platform there, DEB13_SUITE=all make test)

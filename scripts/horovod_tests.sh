@@ -25,7 +25,7 @@ KERAS=$(cat "$VENV/.setup-keras" 2>/dev/null || echo 3)
 
 # The one list of tests whose own body cannot pass here, each with why; no Horovod change can
 # make them pass. What each meant is checked where named.
-deselected() {  # deselected SUITE -> "TEST<TAB>why" lines for this suite and Keras
+deselected() {  # deselected SUITE NP -> "TEST<TAB>why" lines for this suite, Keras and NP
     local k3=(
         "test_tensorflow.py::TensorFlowTests::test_horovod_syncbn_cpu	builds BatchNormalization(fused=False): Keras 3 has no fused (tests/test_keras3.py: sync_batch_norm)"
         "test_tensorflow.py::TensorFlowTests::test_partial_distributed_gradient_tape	calls .ref() on Keras 3 variables, which have none (tests/test_keras3.py: partial_tape)"
@@ -44,8 +44,13 @@ deselected() {  # deselected SUITE -> "TEST<TAB>why" lines for this suite and Ke
     local both=(
         "test_tensorflow_process_sets.py::TensorFlowProcessSetsTests::test_horovod_reducescatter_grad_cpu_process_sets	assertLess(np.float16(0.0), 1e-8): NumPy 2 casts 1e-8 to float16, 0.0"
     )
+    local from4=(  # products of 4 factors in [-100, 100], checked to an absolute 1e-4
+        "test_tensorflow.py::TensorFlowTests::test_horovod_allreduce_product_cpu	at 4 ranks float16 products overflow (inf - inf is NaN) and float32 ones near 1e8 differ from reduce_prod by the order of rounding (1.7e-7 relative); passes at 2"
+        "test_tensorflow.py::TensorFlowTests::test_horovod_grouped_allreduce_product_cpu	as test_horovod_allreduce_product_cpu"
+    )
     local line
-    { [ "$KERAS" = 3 ] && printf '%s\n' "${k3[@]}"; printf '%s\n' "${both[@]}"; } |
+    { [ "$KERAS" = 3 ] && printf '%s\n' "${k3[@]}"; printf '%s\n' "${both[@]}"
+      if [ "${2:-2}" -ge 4 ]; then printf '%s\n' "${from4[@]}"; fi; } |
         while IFS= read -r line; do if [[ $line == "$1::"* ]]; then echo "$line"; fi; done
 }
 
@@ -69,7 +74,7 @@ run_suite() {  # run_suite SUITE NP -> one summary line; non-zero when a test fa
         flags=(--oversubscribe -np "$np" -x OMPI_MCA_op=^avx)
         [ "$(id -u)" -eq 0 ] && flags+=(--allow-run-as-root)
     fi
-    while IFS=$'\t' read -r line _; do args+=(--deselect "$line"); done < <(deselected "$suite")
+    while IFS=$'\t' read -r line _; do args+=(--deselect "$line"); done < <(deselected "$suite" "$np")
     # timeout ends mpirun, which ends its ranks; -k: SIGKILL if it does not go within 30 s.
     timeout -k 30 "$TIMEOUT" mpirun "${flags[@]}" "$VENV/bin/python" -m pytest -q \
         -p no:cacheprovider --color=no -rfE "${args[@]}" "$suite" >"$log" 2>&1 || rc=$?
@@ -84,8 +89,9 @@ run_suite() {  # run_suite SUITE NP -> one summary line; non-zero when a test fa
     fi
 }
 
-echo "horovod-tests: tf.keras is Keras $KERAS; deselected as wrong for it or for NumPy 2:"
-for suite in "${SUITES[@]}"; do deselected "$suite" | sed 's/^/    /; s/\t/: /'; done
+echo "horovod-tests: tf.keras is Keras $KERAS; deselected as wrong for it, for NumPy 2 or for 4 ranks:"
+for suite in "${SUITES[@]}"; do deselected "$suite" "$(tr ' ' '\n' <<<"$NPS" | sort -n | tail -n1)" |
+    sed 's/^/    /; s/\t/: /'; done
 failed=0
 for np in $NPS; do
     for suite in "${SUITES[@]}"; do
