@@ -18,7 +18,7 @@
 # make horovod-tests HOROVOD_TESTS=DIR - Horovod's own TensorFlow suites (at 2 and 4 ranks) and
 #   TF2 example scripts, unmodified, against our build: with Keras 3 (.venv) and with Keras 2
 #   (tf_keras, $(KERAS2_VENV), set up as KERAS=2); over an hour on 2 cores. HOROVOD_SCOPE=ci: the part CI
-#   runs (about 15 min; docs/testing.md)
+#   runs (about 20 min; docs/testing.md)
 # make debian13-check - the set-up and the seed job in a fresh Debian 13 root (root only;
 #   DEB13_SUITE=1 also runs make test-platform there, DEB13_SUITE=all make test)
 # make gpu-build-check - make setup GPU=1 in a Debian 13 root with its CUDA 12 toolkit, on a
