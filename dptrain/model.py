@@ -95,6 +95,8 @@ class Builtin:
 class MLP(tf.Module):
     """y = ... tanh(tanh(x W1 + b1) W2 + b2) ... WL + bL."""
 
+    rows_independent = True  # each row's output depends on that row alone (row_blocks)
+
     def __init__(self, params: dict[str, np.ndarray]):
         super().__init__(name="mlp")
         self.names = sorted(params, key=lambda k: (int(k[1:]), k[0] == "b"))  # W1 b1 W2 b2 ...

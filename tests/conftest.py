@@ -219,3 +219,11 @@ def mpirun() -> str:
     if path is None:
         pytest.fail("mpirun not found: run 'make setup'")
     return path
+
+
+@pytest.fixture(scope="session")
+def hvd_single():
+    """Horovod started in this test process as a world of one (once: TensorFlow's thread
+    pools can be sized only before its runtime starts)."""
+    from dptrain import distributed
+    return distributed.start(cost=0)

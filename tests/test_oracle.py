@@ -24,12 +24,6 @@ def test_hand_gradient_matches_central_differences() -> None:
             assert numeric == pytest.approx(g[name][idx], rel=1e-6, abs=1e-9), (name, idx)
 
 
-@pytest.fixture(scope="module")
-def hvd_single():
-    """Horovod started in this process as a world of one."""
-    from dptrain import distributed
-    return distributed.start(cost=0)
-
 
 # (loss rtol, loss atol as a fraction of the first loss, weights rtol, weights atol) per dtype:
 # float64 agrees to rounding; float32 runs the oracle in float32 too, and the two differ by
