@@ -103,6 +103,7 @@ gpu-build-check:
 bench: setup
 	$(VENV)/bin/python bench/compare.py $(ARGS)
 	$(VENV)/bin/python bench/timeline.py
+	$(VENV)/bin/python bench/user_model.py
 
 clean:
 	rm -rf $(VENV) $(KERAS2_VENV) .pytest_cache .hypothesis

@@ -64,22 +64,31 @@ P2 = Competitor("dptrain P=2 MPI", 2, "train", "mpirun")
 MWMS = Competitor("MultiWorkerMirroredStrategy P=2", 2, "mwms.py", "mwms")
 MWMS_XLA = Competitor("MultiWorkerMirroredStrategy P=2, loss under XLA", 2, "mwms.py", "mwms",
                       flags=("--xla",))
+NUMPY_MPI = Competitor("NumPy + mpi4py P=2 (floor)", 2, "numpy_mpi.py", "mpirun")
 COMPETITORS = [BASELINE, P1, P2, Competitor("dptrain P=2 Gloo", 2, "train", "gloo"), MWMS,
-               Competitor("NumPy + mpi4py P=2 (floor)", 2, "numpy_mpi.py", "mpirun")]
+               NUMPY_MPI]
 FLOOR = Competitor("one fused pass, every core (compute floor)", 1, "fused_floor.py", "python")
 # MWMS given what train.py does by default for long steps; the compute floor
 EXTRA = {"large": [MWMS_XLA, FLOOR]}
 ONE_CALL = ("--steps-per-call", "1")
 NO_XLA = ("--xla", "off")
+SLACK = {"DPTRAIN_TIMER_SLACK_NS": "50000"}  # the kernel's default timer slack
 LADDERS = {  # P=2 over MPI, from Horovod's defaults to this project's (P2, the last rung)
     "seed": [
         Competitor("Horovod defaults, one call per step", 2, "train", "mpirun",
-                   {"HOROVOD_CYCLE_TIME": "1", "OMPI_MCA_mpi_yield_when_idle": "0"}, ONE_CALL),
+                   {"HOROVOD_CYCLE_TIME": "1", "OMPI_MCA_mpi_yield_when_idle": "0"} | SLACK,
+                   ONE_CALL),
         Competitor("+ Open MPI yields when idle", 2, "train", "mpirun",
-                   {"HOROVOD_CYCLE_TIME": "1", "OMPI_MCA_mpi_yield_when_idle": "1"}, ONE_CALL),
+                   {"HOROVOD_CYCLE_TIME": "1", "OMPI_MCA_mpi_yield_when_idle": "1"} | SLACK,
+                   ONE_CALL),
         Competitor("+ HOROVOD_CYCLE_TIME 0.05 ms", 2, "train", "mpirun",
-                   {"HOROVOD_CYCLE_TIME": "0.05", "OMPI_MCA_mpi_yield_when_idle": "1"}, ONE_CALL),
-    ],  # + all steps between two logs in one compiled call: P2 itself
+                   {"HOROVOD_CYCLE_TIME": "0.05", "OMPI_MCA_mpi_yield_when_idle": "1"} | SLACK,
+                   ONE_CALL),
+        Competitor("+ all steps between two logs in one call", 2, "train", "mpirun",
+                   {"HOROVOD_CYCLE_TIME": "0.05", "OMPI_MCA_mpi_yield_when_idle": "1"} | SLACK),
+        Competitor("+ HOROVOD_CYCLE_TIME 0.01 ms", 2, "train", "mpirun",
+                   {"HOROVOD_CYCLE_TIME": "0.01", "OMPI_MCA_mpi_yield_when_idle": "1"} | SLACK),
+    ],  # + a 1-us timer slack (runtime.tight_timer_slack): P2 itself
     "large": [  # Horovod's 1-ms cycle stays (long step); + XLA: P2 itself
         Competitor("Open MPI yields when idle, no XLA", 2, "train", "mpirun", {}, NO_XLA),
     ],
@@ -209,11 +218,15 @@ def _seed_targets(get: dict, job: str) -> list[str]:
     if (job, P2.name) not in get:
         return []
     mine, base = get[(job, P2.name)]["round_medians"], get[(job, BASELINE.name)]["round_medians"]
-    ratios = np.array(mine) / np.array(base)
-    med = float(np.median(ratios))
-    return [f"{job} job, P=2 step / baseline step = {med:.2f}, median of {len(ratios)} "
-            f"interleaved rounds (range {ratios.min():.2f}-{ratios.max():.2f}; target <= 1.0): "
-            f"{'met' if med <= 1.0 else 'MISSED'}"]
+    floor = get[(job, NUMPY_MPI.name)]["round_medians"]
+    lines = []
+    for what, ref, target in (("baseline", base, 1.0), ("NumPy + mpi4py floor", floor, 5.0)):
+        ratios = np.array(mine) / np.array(ref)
+        med = float(np.median(ratios))
+        lines.append(f"{job} job, P=2 step / {what} step = {med:.2f}, median of {len(ratios)} "
+                     f"interleaved rounds (range {ratios.min():.2f}-{ratios.max():.2f}; target "
+                     f"<= {target}): {'met' if med <= target else 'MISSED'}")
+    return lines
 
 
 def _large_targets(get: dict, job: str) -> list[str]:
@@ -222,7 +235,7 @@ def _large_targets(get: dict, job: str) -> list[str]:
         return []
     mine = get[(job, P2.name)]
     floor = mine["step_vs_floor"]
-    target = " (target <= 2)" + (": met" if floor <= 2 else ": MISSED") \
+    target = " (target <= 1.5)" + (": met" if floor <= 1.5 else ": MISSED") \
         if job.endswith("float32") else " (no target)"
     ratio = mine["samples_per_s"] / get[(job, P1.name)]["samples_per_s"]
     lines = [f"{job} job, P=2 step / fused floor step = {floor:.2f}{target}",

@@ -1,7 +1,9 @@
 """Process settings that must be in place before MPI and TensorFlow start (no heavy imports)."""
 from __future__ import annotations
 
+import ctypes
 import os
+import sys
 
 from . import launcher
 
@@ -16,10 +18,11 @@ YIELD = {
 }
 # Horovod's background thread wakes every HOROVOD_CYCLE_TIME ms (default 1) and agrees with the
 # other ranks on what is ready; a step waits for the next wake-up. For a step of well under a
-# millisecond that wait was most of the step, and 0.05 ms cut the seed job's P=2 step from
-# ~1.3 to ~0.3 ms. For a long step the 20,000 wake-ups a second only take CPU from the
-# compute (large job, P=2: Gloo 980 -> 1500 ms, MPI 845 -> 874 ms): such jobs keep 1 ms.
-SHORT_CYCLE = {"HOROVOD_CYCLE_TIME": "0.05"}
+# millisecond that wait was most of the step: 0.05 ms cut the seed job's P=2 step from ~1.3
+# to ~0.3 ms, and 0.01 ms with a tight timer slack (below) to ~0.18 ms (bench/compare.py's
+# ladder). For a long step the 20,000+ wake-ups a second only take CPU from the compute
+# (large job, P=2: Gloo 980 -> 1500 ms, MPI 845 -> 874 ms): such jobs keep 1 ms.
+SHORT_CYCLE = {"HOROVOD_CYCLE_TIME": "0.01"}
 SHORT_STEP_COST = 10**6  # multiply-adds per rank per step below which a step is short
 
 
@@ -32,9 +35,28 @@ def short_step(cost: float) -> bool:
 def fast_defaults(cost: float | None) -> None:
     """Set the tuned settings where the environment does not (see short_step for `cost`; a
     --model's, None, is taken as long)."""
-    settings = YIELD | (SHORT_CYCLE if cost is not None and short_step(cost) else {})
+    short = cost is not None and short_step(cost)
+    settings = YIELD | (SHORT_CYCLE if short else {})
     for name, value in settings.items():
         os.environ.setdefault(name, value)
+    if short:
+        tight_timer_slack()
+
+
+# Linux lets a sleep run late by the thread's timer slack, 50 us by default, so a 0.01-ms
+# cycle slept ~0.06 ms. Threads inherit the slack of the thread that creates them: set
+# before hvd.init(), it holds for Horovod's background thread. Seed job, P=2, MPI, cycle
+# 0.01 ms: 284 -> 191 us a step (medians of 5 interleaved rounds).
+# DPTRAIN_TIMER_SLACK_NS=50000 restores the kernel's default (bench/compare.py's ladder).
+TIMER_SLACK = ("DPTRAIN_TIMER_SLACK_NS", "1000")
+PR_SET_TIMERSLACK = 29  # <linux/prctl.h>
+
+
+def tight_timer_slack() -> None:
+    """Let this process's threads (and those it starts later) oversleep by 1 us, not 50."""
+    if sys.platform.startswith("linux"):
+        slack = int(os.environ.get(*TIMER_SLACK))
+        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_TIMERSLACK, slack, 0, 0, 0)
 
 
 def use_xla(choice: str, cost: float | None) -> bool:

@@ -7,7 +7,8 @@ from pathlib import Path
 import pytest
 
 import oracle
-from conftest import PLATFORM, ROOT, launch_cmd, read_metrics, relative_gap, run, save_npz
+from conftest import (PLATFORM, PYTHON, ROOT, launch_cmd, read_metrics, relative_gap, run,
+                      save_npz)
 
 SEED_STEPS, LR = 2000, 0.01
 pytestmark = pytest.mark.xdist_group("distributed")  # one worker computes the references
@@ -95,6 +96,27 @@ def test_xla_auto_is_for_long_steps_only(monkeypatch) -> None:
     assert not use_xla("auto", 2 * 10**6 - 2)
     assert use_xla("auto", 2 * 10**6)  # 10^6 per rank
     assert use_xla("on", 1) and not use_xla("off", 10**12)
+
+
+SLACK_PROBE = """
+import ctypes, threading, sys
+from dptrain import runtime
+runtime.fast_defaults(float(sys.argv[1]))
+def read(): print(ctypes.CDLL(None).prctl(30, 0, 0, 0, 0))  # PR_GET_TIMERSLACK, this thread's
+t = threading.Thread(target=read); t.start(); t.join()
+"""
+
+
+@pytest.mark.fast
+@pytest.mark.skipif(not Path("/proc/self/timerslack_ns").exists(), reason="Linux >= 4.6 only")
+def test_short_steps_get_a_tight_timer_slack_that_later_threads_inherit() -> None:
+    """The seed job's settings give a thread started afterwards (as Horovod's background
+    thread is by hvd.init) a 1-us timer slack; a long step keeps the kernel's 50 us."""
+    for cost, slack in ((250, "1000"), (10**9, "50000")):
+        res = run([PYTHON, "-c", SLACK_PROBE, str(cost)], timeout=60,
+                  env={"PYTHONPATH": str(ROOT)})
+        assert res.rc == 0, res.stderr
+        assert res.stdout.split() == [slack], (cost, res.stdout)
 
 
 # float32 (the default): P ranks and one process sum the same 50 squared errors and gradients
