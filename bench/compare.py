@@ -108,14 +108,7 @@ def run_one(c: Competitor, job: Job, init: str, tmp: str) -> dict:
         argv = [os.path.join(ROOT, "bench", c.program), *common, "--out", prefix, *c.flags]
     env = c.env | {"PEAK_RSS_PREFIX": prefix}
     launchers.launch(c.launcher, c.ranks, argv, env, timeout=600)
-    ranks = [json.load(open(f"{prefix}-rank{r}.json")) for r in range(c.ranks)]
-    if c.program == "train":
-        records = [json.loads(line) for line in open(prefix + ".jsonl")]
-        times = [r["sec_per_step"] for r in records if r["sec_per_step"] is not None]
-        final = records[-1]["loss"]
-    else:
-        times, final = ranks[0]["sec_per_step"], ranks[0]["final_loss"]
-    return {"times": times, "final_loss": final, "rss": [r["peak_rss_mb"] for r in ranks]}
+    return launchers.collect(prefix, c.ranks, c.program == "train")
 
 
 def run_all(jobs: list[Job], rounds: int, init: str, tmp: str) -> dict:

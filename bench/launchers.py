@@ -28,6 +28,20 @@ def launch(kind: str, ranks: int, argv: list[str], env: dict, timeout: float) ->
     _wait([_start(cmd + argv, env)], timeout)
 
 
+def collect(prefix: str, ranks: int, train: bool) -> dict:
+    """A finished run's results: seconds per step of each logged interval, the final loss and
+    each rank's peak RSS (train.py logs to PREFIX.jsonl, a bench program to PREFIX-rankR.json,
+    and bench/peak_rss.py writes train.py's RSS there too)."""
+    per_rank = [json.load(open(f"{prefix}-rank{r}.json")) for r in range(ranks)]
+    if train:
+        records = [json.loads(line) for line in open(prefix + ".jsonl")]
+        times = [r["sec_per_step"] for r in records if r["sec_per_step"] is not None]
+        final = records[-1]["loss"]
+    else:
+        times, final = per_rank[0]["sec_per_step"], per_rank[0]["final_loss"]
+    return {"times": times, "final_loss": final, "rss": [r["peak_rss_mb"] for r in per_rank]}
+
+
 def _mwms(ranks: int, argv: list[str], env: dict, timeout: float) -> None:
     """One process per worker, each told the whole cluster through TF_CONFIG."""
     workers = [f"localhost:{port}" for port in _free_ports(ranks)]

@@ -75,14 +75,8 @@ def run_one(c: Competitor, data: str, a: argparse.Namespace, tmp: str) -> dict:
     else:
         argv = [os.path.join(ROOT, "bench", "keras_fit.py"), *common, "--out", prefix]
     launchers.launch(c.launcher, c.ranks, argv, {"PEAK_RSS_PREFIX": prefix}, timeout=900)
-    ranks = [json.load(open(f"{prefix}-rank{r}.json")) for r in range(c.ranks)]
-    if c.program == "train":
-        records = [json.loads(line) for line in open(prefix + ".jsonl")]
-        times = [r["sec_per_step"] for r in records if r["sec_per_step"] is not None]
-        final = records[-1]["loss"]
-    else:
-        times, final = ranks[0]["sec_per_step"], ranks[0]["final_loss"]
-    return {"times": times[1:], "final_loss": final, "rss": max(r["peak_rss_mb"] for r in ranks)}
+    r = launchers.collect(prefix, c.ranks, c.program == "train")
+    return r | {"times": r["times"][1:], "rss": max(r["rss"])}
 
 
 def summarize(results: dict, images: int) -> list[dict]:

@@ -15,6 +15,11 @@ def _first(names: tuple[str, ...], alone: int) -> int:
     return alone
 
 
+def gloo() -> bool:
+    """Whether horovodrun started this process to coordinate over Gloo (--gloo, elastic)."""
+    return "HOROVOD_GLOO_RENDEZVOUS_ADDR" in os.environ
+
+
 def rank() -> int:
     """This process's global rank (0 when run alone)."""
     return _first(RANK_VARS, 0)

@@ -19,10 +19,12 @@ YIELD = {
 # Horovod's background thread wakes every HOROVOD_CYCLE_TIME ms (default 1) and agrees with the
 # other ranks on what is ready; a step waits for the next wake-up. For a step of well under a
 # millisecond that wait was most of the step: 0.05 ms cut the seed job's P=2 step from ~1.3
-# to ~0.3 ms, and 0.01 ms with a tight timer slack (below) to ~0.18 ms (bench/compare.py's
-# ladder). For a long step the 20,000+ wake-ups a second only take CPU from the compute
+# to ~0.3 ms, and over MPI 0.01 ms with a tight timer slack (below) to ~0.2 ms (bench/
+# compare.py's ladder). Gloo agrees over TCP, and there 0.01 ms took 2.5 ms a step against
+# 0.8 at 0.05. For a long step the 20,000+ wake-ups a second only take CPU from the compute
 # (large job, P=2: Gloo 980 -> 1500 ms, MPI 845 -> 874 ms): such jobs keep 1 ms.
 SHORT_CYCLE = {"HOROVOD_CYCLE_TIME": "0.01"}
+SHORT_CYCLE_GLOO = {"HOROVOD_CYCLE_TIME": "0.05"}
 SHORT_STEP_COST = 10**6  # multiply-adds per rank per step below which a step is short
 
 
@@ -36,7 +38,8 @@ def fast_defaults(cost: float | None) -> None:
     """Set the tuned settings where the environment does not (see short_step for `cost`; a
     --model's, None, is taken as long)."""
     short = cost is not None and short_step(cost)
-    settings = YIELD | (SHORT_CYCLE if short else {})
+    cycle = SHORT_CYCLE_GLOO if launcher.gloo() else SHORT_CYCLE
+    settings = YIELD | (cycle if short else {})
     for name, value in settings.items():
         os.environ.setdefault(name, value)
     if short:
