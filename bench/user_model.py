@@ -109,10 +109,12 @@ def report(rows: list[dict], a: argparse.Namespace) -> tuple[list[str], bool]:
                      f"{r['samples_per_s']:.0f} | {r['vs_fit']:.2f} | {r['vs_mwms']:.2f} | "
                      f"{r['peak_rss_mb']:.0f} | {r['losses'][-1]:.8e} |")
     ref = rows[0]["losses"][0]
-    # float32 sums in other orders, and fp16's rounding of the gradient on the wire.
+    # float32 sums in other orders (measured up to 1.0e-4 after 24 steps, --accumulate 2's
+    # micro-batch sums), and fp16's rounding of the gradient on the wire (7e-4). The loss
+    # falls by ~2.4% over the run: a gradient off by a factor would miss by ~1e-2.
     agree = True
     for r in rows:
-        limit = 1e-3 if "fp16" in r["competitor"] else 1e-4
+        limit = 3e-3 if "fp16" in r["competitor"] else 1e-3
         worst = max(abs(v - ref) / ref for v in r["losses"])
         agree &= worst <= limit
         lines.append(f"- {r['competitor']}: final loss within {worst:.1e} of model.fit's "
