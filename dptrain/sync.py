@@ -64,7 +64,7 @@ class Trainer:
                                   autograph=False) if ahead else None
         self._steps = tf.function(self._updates, input_signature=[xs, ys, scalar, count],
                                   autograph=False)
-        self._sums = tf.function(self._loss_sums, input_signature=[xs, ys],
+        self._sums = tf.function(self._all_loss_sums, input_signature=[xs, ys],
                                  jit_compile=options.xla, autograph=False)
         # Trace both now, so the first logged step times measure steps, not compilation.
         self._steps.get_concrete_function()
