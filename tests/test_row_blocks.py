@@ -10,7 +10,6 @@ import oracle
 pytestmark = pytest.mark.fast  # no launcher: in-process checks
 
 
-
 def _mse_and_gradient(weights: list, scale: float):
     """fn(x, y) -> [scale * sum of squared errors, its gradient by weight], by autodiff."""
     import tensorflow as tf
