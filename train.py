@@ -5,7 +5,7 @@ Each rank reads only its contiguous slice of the N samples, computes that slice'
 gradient, Horovod sums the shares by ring-allreduce, and every rank applies the same update:
 full-batch runs equal single-process gradient descent for any N and any number of ranks.
 examples/synchronous.py is this job in one file; this entry point adds the flags, data files,
-checkpoints, outputs and fault handling (dptrain/sync_job.py is the synchronous job).
+checkpoints, outputs and fault handling; dptrain/modes/sync/job.py is the synchronous job.
 
     python train.py                                   # one process
     horovodrun -np 4 python train.py                  # four ranks on this machine
@@ -13,7 +13,7 @@ checkpoints, outputs and fault handling (dptrain/sync_job.py is the synchronous 
     HOSTFILE=hostfile NP=8 ./launch.sh --steps 5000   # a cluster, through mpirun
     sbatch -N 2 train.sbatch --steps 5000             # a Slurm batch job
     HOSTS_FILE=hosts horovodrun --gloo -np 3 --min-np 2 \
-        --host-discovery-script scripts/discover_hosts.sh python train.py --elastic
+        --host-discovery-script scripts/discover_hosts.sh python train.py --mode elastic
     python train.py --help                            # every flag and its default
 """
 from __future__ import annotations
@@ -24,13 +24,14 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # keep TensorFlow's start-up
 
 # A scheduler's signal that comes while Python loads is kept, not fatal, until the flags say
 # what it means (--checkpoint-on-signal: a stop at a checkpoint; else its default action).
-from dptrain import preempt  # noqa: E402
+from dptrain.resume import preempt  # noqa: E402
 
 preempt.hold()
 
 # These load no TensorFlow; the modules that do are imported once the flags are known good.
-from dptrain import cli, startup  # noqa: E402
+from dptrain import cli, modes  # noqa: E402
 from dptrain.errors import guard  # noqa: E402
+from dptrain.modes import start  # noqa: E402
 
 
 def main() -> None:
@@ -40,18 +41,12 @@ def main() -> None:
         preempt.install()
     else:
         preempt.release()
-    source = startup.data(config)  # every rank; a bad --data file fails here, at once
+    source = start.data(config)  # every rank; a bad --data file fails here, at once
     if config.check:  # a job script's one-process check before it starts the ranks
         return
-    if config.mode == "async":  # the contrasting design: a parameter server over mpi4py
-        from dptrain import async_ps
-        async_ps.main(config, source)
-    elif config.elastic:  # ranks may leave and join; no collective outside Horovod's loop
-        from dptrain import elastic
-        elastic.main(config, source)
-    else:
-        from dptrain import sync_job
-        sync_job.main(config, source)
+    # sync: Horovod's allreduce; elastic: the same, going on when ranks leave or join;
+    # async: the contrasting design, a parameter server over mpi4py (dptrain/modes/).
+    modes.run(config, source)
 
 
 if __name__ == "__main__":

@@ -12,8 +12,8 @@ from collections.abc import Callable
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from dptrain.data import Parabola  # noqa: E402 (the project's built-in data, tested)
-from dptrain.data import shard_bounds as bounds  # noqa: E402,F401 (the project's slicing, tested)
+from dptrain.data.source import Parabola  # noqa: E402 (the project's built-in data, tested)
+from dptrain.data.source import shard_bounds as bounds  # noqa: E402,F401 (the project's slicing, tested)
 
 LR = 0.01
 NAMES = ("W1", "b1", "W2", "b2")  # the 1 -> 5 -> 1 network, as in --init-weights files

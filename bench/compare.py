@@ -259,7 +259,7 @@ def main() -> None:
         Job("large", a.large_n, a.large_steps, 1, dtype, a.large_rounds))
         if job.name in a.jobs.split(",")]
     sys.path.insert(0, ROOT)
-    from dptrain.model import random_params
+    from dptrain.nets.builtin import random_params
     t0 = time.perf_counter()
     with tempfile.TemporaryDirectory() as tmp:
         init = os.path.join(tmp, "init.npz")

@@ -98,8 +98,9 @@ def loss_and_grads(sums, x, y, p: list[np.ndarray]) -> tuple[float, list[np.ndar
 
 
 def oracle_error(sums, dtype: str) -> float:
-    """Largest relative gradient difference from tests/oracle.py on 5,000 rows."""
-    sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(__file__)), "tests"))
+    """Largest relative gradient difference from tests/helpers/oracle.py on 5,000 rows."""
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(__file__)), "tests",
+                                    "helpers"))
     import oracle
     p = oracle.draw_params(5, 7)
     x, y = oracle.seed_data(5000)

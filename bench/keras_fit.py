@@ -93,7 +93,7 @@ def main() -> None:
         x_all, y_all = f["x"].astype(np.float32), f["y"].astype(np.int64).reshape(-1)
     lo, hi = common.bounds(len(x_all), size, rank)
     import keras
-    from dptrain.user_model import build
+    from dptrain.nets.keras_model import build
     with strategy.scope():
         model = build(a.model, x_all.shape[1:], int(y_all.max()) + 1, "float32", a.seed).model
         loss = keras.losses.SparseCategoricalCrossentropy(from_logits=True, reduction="sum")

@@ -78,7 +78,7 @@ def main() -> None:
     p.add_argument("--n-points", type=int, default=50)
     p.add_argument("--out", default=os.path.join(ROOT, "bench", "results"))
     args = p.parse_args()
-    from dptrain.model import random_params
+    from dptrain.nets.builtin import random_params
     with tempfile.TemporaryDirectory() as tmp:
         init = os.path.join(tmp, "init.npz")
         np.savez(init, **random_params((1, 5, 1), 0, np.float64))

@@ -7,13 +7,14 @@ import sys
 from dataclasses import asdict, dataclass
 from typing import NoReturn
 
-from . import launcher
-from .errors import fail
+from dptrain import config_file, modes
+from dptrain.errors import JobError, fail
+from dptrain.ranks import launcher
 
 DEFAULT_STEPS = 2000
-OPTIMIZERS = ("sgd", "momentum", "adam")  # dptrain/optim.py implements them
+OPTIMIZERS = ("sgd", "momentum", "adam")  # dptrain/step/optim.py implements them
 DTYPES = ("float32", "float64")  # float32 as TensorFlow and the seed program
-LOSSES = ("mse", "crossentropy")  # dptrain/losses.py implements them
+LOSSES = ("mse", "crossentropy")  # dptrain/step/losses.py implements them
 COMPRESSIONS = ("none", "fp16")  # Horovod's Compression.none / .fp16
 
 
@@ -54,7 +55,6 @@ class Config:
     dump_rank_state: str | None
     progress: str
     mode: str
-    elastic: bool
     fetch_every: int
     push_every: int
     check: bool
@@ -69,10 +69,13 @@ class Config:
 
 
 class _Parser(argparse.ArgumentParser):
-    """argparse that speaks from rank 0 only, so P ranks do not print P copies."""
+    """argparse that speaks from rank 0 only, so P ranks do not print P copies; `where`
+    starts its error lines (a --config file's name)."""
+
+    where = ""
 
     def error(self, message: str) -> NoReturn:
-        fail(message)
+        fail(self.where + message)
 
     def print_help(self, file=None) -> None:
         if launcher.rank() == 0:
@@ -87,11 +90,14 @@ def _widths(text: str) -> tuple[int, ...]:
         raise argparse.ArgumentTypeError(f"expected N or N,N,..., got '{text}'") from None
 
 
-def build_parser() -> argparse.ArgumentParser:
-    """The flags of train.py."""
+def build_parser(where: str = "") -> argparse.ArgumentParser:
+    """The flags of train.py; `where` starts its error lines."""
     p = _Parser(prog="train.py", description="Synchronous data-parallel training of a small "
                 "tanh network with Horovod (default: 1 -> 5 -> 1 on y = x^2).",
                 formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    p.where = where
+    p.add_argument("--config", metavar="FILE", help="repeat a run from its config.json (or a "
+                   ".yaml/.toml file of the same keys); flags given here override it")
     d = p.add_argument_group("data")
     d.add_argument("--n-points", type=int, default=50, help="N points of the built-in data, "
                    "x = linspace(-2, 2, N), y = x^2 (ignored with --data)")
@@ -99,10 +105,9 @@ def build_parser() -> argparse.ArgumentParser:
                    ".csv (header) to train on instead")
     d.add_argument("--target", metavar="COLUMN", help="CSV target column (default: the last)")
     t = p.add_argument_group("training")
-    t.add_argument("--mode", choices=("sync", "async"), default="sync", help="sync: Horovod "
-                   "allreduce; async: rank 0 is a parameter server, the others push gradients")
-    t.add_argument("--elastic", action="store_true", help="sync: go on when ranks leave or "
-                   "join (horovodrun --gloo with --host-discovery-script; docs/launching.md)")
+    t.add_argument("--mode", choices=tuple(modes.PACKAGES), default="sync",
+                   help="; ".join(f"{n}: {modes.declared(n).help}" for n in modes.PACKAGES))
+    t.add_argument("--elastic", action="store_true", help="the older spelling of --mode elastic")
     t.add_argument("--fetch-every", type=int, default=1, metavar="N",
                    help="async: a worker fetches the weights every N of its steps")
     t.add_argument("--push-every", type=int, default=1, metavar="M",
@@ -203,31 +208,86 @@ def _check(a: argparse.Namespace) -> None:
          "--checkpoint-every, --resume and --checkpoint-on-signal need --output-dir"),
         (a.fetch_every >= 1 and a.push_every >= 1, "--fetch-every and --push-every must be "
          f">= 1, got {a.fetch_every} and {a.push_every}"),
-        (a.mode == "sync" or (a.optimizer == "sgd" and a.epochs is None and not (
-            a.checkpoint_every or a.resume or a.checkpoint_on_signal)),
-         "--mode async applies plain SGD for --steps updates: no --optimizer other than sgd, "
-         "--epochs, --checkpoint-every, --resume or --checkpoint-on-signal"),
-        (not a.elastic or (a.mode == "sync" and a.batch_size is None
-                           and not (a.checkpoint_every or a.resume or a.checkpoint_on_signal)),
-         "--elastic trains full-batch in sync mode: no --mode async, --batch-size, "
-         "--checkpoint-every, --resume or --checkpoint-on-signal"),
-        (not (a.elastic or a.mode == "async") or not (
-            a.model or a.loss != "mse" or a.accumulate > 1 or a.compression != "none"),
-         f"--{'elastic' if a.elastic else 'mode async'} trains the built-in network on --loss "
-         "mse: no --model, --loss crossentropy, --accumulate or --compression (sync mode has "
-         "them)"),
         (a.target is None or (a.data or "").lower().endswith(".csv"),
          "--target applies to a .csv --data file only"),
     ]
     for ok, message in rules:
         if not ok:
             fail(message)
+    _check_mode(a)
+
+
+# What each option a mode may lack is called in its error line, and whether a run uses it.
+OPTIONS = {
+    "optimizer": ("--optimizer other than sgd", lambda a: a.optimizer != "sgd"),
+    "epochs": ("--epochs", lambda a: a.epochs is not None),
+    "batch_size": ("--batch-size", lambda a: a.batch_size is not None),
+    "checkpoint_every": ("--checkpoint-every", lambda a: a.checkpoint_every > 0),
+    "resume": ("--resume", lambda a: a.resume),
+    "checkpoint_on_signal": ("--checkpoint-on-signal", lambda a: a.checkpoint_on_signal),
+    "model": ("--model", lambda a: a.model is not None),
+    "crossentropy": ("--loss crossentropy", lambda a: a.loss == "crossentropy"),
+    "accumulate": ("--accumulate", lambda a: a.accumulate > 1),
+    "compression": ("--compression", lambda a: a.compression != "none"),
+}
+
+
+def _check_mode(a: argparse.Namespace) -> None:
+    """Ask the chosen mode whether it has every option the run uses; one line if not."""
+    named = "--elastic" if a.elastic else f"--mode {a.mode}"  # as the user wrote it
+    for group in modes.declared(a.mode).lacks:
+        if any(OPTIONS[o][1](a) for o in group.options):
+            words = [OPTIONS[o][0] for o in group.options]
+            listed = ", ".join(words[:-1]) + f" or {words[-1]}" if len(words) > 1 else words[0]
+            fail(f"{named} {group.says}: no {listed}{group.after}")
 
 
 def parse(argv: list[str] | None = None) -> Config:
-    """Parse and check argv (sys.argv[1:] by default); exits with one line on a bad value."""
-    args = build_parser().parse_args(sys.argv[1:] if argv is None else argv)
+    """Parse and check argv (sys.argv[1:] by default) over --config's file, if one is given;
+    exits with one line on a bad value."""
+    argv = sys.argv[1:] if argv is None else argv
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.config:
+        args = parser.parse_args(_from_file(args.config, parser, argv) + argv)
+    if args.elastic:
+        _elastic_alias(args)
     _check(args)
+    if args.elastic and launcher.rank() == 0 and "--elastic" in argv:  # once, if all is good
+        sys.stderr.write("dptrain: note: --elastic is the older spelling of --mode elastic\n")
     if args.steps is None and args.epochs is None:
         args.steps = DEFAULT_STEPS
+    del args.config, args.elastic
     return Config(**vars(args))
+
+
+def _from_file(path: str, parser: argparse.ArgumentParser, argv: list[str]) -> list[str]:
+    """The flags --config's file stands for, less those the command line gives (it wins)."""
+    try:
+        values = config_file.read(path, set(Config.__dataclass_fields__))
+        given = _given(parser, argv)
+        for group in parser._mutually_exclusive_groups:  # --steps or --epochs: argv's choice
+            if given & {a.dest for a in group._group_actions}:
+                values = {k: v for k, v in values.items() if k not in given
+                          and k not in {a.dest for a in group._group_actions}}
+        tokens = config_file.as_flags(values, parser, path)
+    except JobError as e:
+        fail(str(e))
+    build_parser(f"--config {path}: ").parse_args(tokens)  # its own bad values name the file
+    return tokens
+
+
+def _given(parser: argparse.ArgumentParser, argv: list[str]) -> set[str]:
+    """The dests argv sets: argparse leaves a namespace's existing attributes alone unless a
+    flag sets them, so every dest starts as a marker."""
+    marker = object()
+    ns = argparse.Namespace(**{a.dest: marker for a in parser._actions})
+    parser.parse_args(argv, ns)
+    return {k for k, v in vars(ns).items() if v is not marker}
+
+
+def _elastic_alias(args: argparse.Namespace) -> None:
+    """--elastic is --mode elastic, and refuses another --mode beside it."""
+    if args.mode not in ("sync", "elastic"):
+        fail(f"--elastic is --mode elastic: it cannot go with --mode {args.mode}")
+    args.mode = "elastic"

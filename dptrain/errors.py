@@ -8,7 +8,7 @@ import traceback
 from collections.abc import Callable
 from typing import NoReturn, TypeVar
 
-from . import launcher, silence
+from dptrain.ranks import launcher, silence
 
 T = TypeVar("T")
 

@@ -4,7 +4,7 @@
 # reads the lines from a file that you, or an autoscaler, edit while the job runs: add a line
 # and a worker starts there and joins; remove one and its worker is stopped.
 #   HOSTS_FILE=elastic_hosts horovodrun --gloo -np 2 --min-np 1 --max-np 4 \
-#       --host-discovery-script scripts/discover_hosts.sh python train.py --elastic
+#       --host-discovery-script scripts/discover_hosts.sh python train.py --mode elastic
 # On Slurm, print the allocation's nodes instead: scontrol show hostnames "$SLURM_JOB_NODELIST".
 set -euo pipefail
 

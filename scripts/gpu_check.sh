@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # On a machine with GPUs, after `make setup GPU=1`: one rank per local GPU, each pinned to the GPU
-# of its local rank (dptrain/distributed.py), for the seed job and the digits Keras example;
+# of its local rank (dptrain/ranks/distributed.py), for the seed job and the digits Keras example;
 # each compared with the same job on the same number of ranks on the CPU.
 #   bash scripts/gpu_check.sh            # every local GPU; NP=2 for two of them
 # It checks, and prints the figures:
@@ -35,7 +35,7 @@ mkdir -p "$OUT"
 # 2. Which GPU each rank ends up with, by the job's own pinning code.
 "$HVDRUN" -np "$NP" "$PY" -c '
 import horovod.tensorflow as hvd, tensorflow as tf
-from dptrain import distributed
+from dptrain.ranks import distributed
 hvd.init()
 distributed._pin_device(hvd.local_rank())
 print("pinned", hvd.rank(), [d.name for d in tf.config.get_visible_devices("GPU")], flush=True)

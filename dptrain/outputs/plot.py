@@ -1,6 +1,6 @@
 """fit.png: the loss curve beside the fitted function over the data.
 
-    python -m dptrain.plot DIR      # redraw DIR/fit.png of a finished run
+    python -m dptrain.outputs.plot DIR      # redraw DIR/fit.png of a finished run
 """
 from __future__ import annotations
 
@@ -15,10 +15,10 @@ matplotlib.use("Agg")  # files only, no display
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
-from .data import open_source, sample  # noqa: E402
-from .errors import JobError, fail  # noqa: E402
-from .npnet import forward  # noqa: E402
-from .outputs import atomic_write, save_weights, warn  # noqa: E402
+from dptrain.data.source import open_source, sample  # noqa: E402
+from dptrain.errors import JobError, fail  # noqa: E402
+from dptrain.nets.numpy_net import forward  # noqa: E402
+from dptrain.outputs.report import atomic_write, save_weights, warn  # noqa: E402
 
 
 def _ranks(records: list[dict]) -> str:
@@ -77,7 +77,7 @@ def save_results(run_dir: str, params: dict[str, np.ndarray]) -> None:
 
 def main(argv: list[str] | None = None) -> None:
     """Redraw the figure of a finished run."""
-    p = argparse.ArgumentParser(prog="python -m dptrain.plot", description=__doc__)
+    p = argparse.ArgumentParser(prog="python -m dptrain.outputs.plot", description=__doc__)
     p.add_argument("run_dir", help="a train.py --output-dir")
     args = p.parse_args(argv)
     try:

@@ -5,7 +5,7 @@ import ctypes
 import os
 import sys
 
-from . import launcher
+from dptrain.ranks import launcher
 
 # The tuned settings (bench/compare.py measures each); an environment value set by the user
 # wins. Must be in place before MPI_Init, hence before hvd.init().

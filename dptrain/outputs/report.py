@@ -11,7 +11,7 @@ from typing import IO
 
 import numpy as np
 
-from .errors import JobError
+from dptrain.errors import JobError
 
 
 def atomic_write(path: str, write: Callable[[IO[bytes]], None]) -> None:

@@ -14,7 +14,7 @@ from collections.abc import Iterator
 
 import numpy as np
 
-from .errors import JobError
+from dptrain.errors import JobError
 
 EXTENSIONS = (".npy", ".npz", ".csv")
 

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 import numpy as np
 import tensorflow as tf
 
+
 @dataclass(frozen=True)
 class Hyper:
     """Knobs of the optimizers (each uses its own)."""

@@ -23,7 +23,7 @@ from collections.abc import Callable, Iterator
 
 import numpy as np
 
-from .npnet import squared_error
+from dptrain.nets.numpy_net import squared_error
 
 FETCH, PUSH, WEIGHTS, REPLY = 1, 2, 3, 4
 GO, STOP = 0.0, 1.0
@@ -127,7 +127,7 @@ def _agree(comm, task: Callable[[], object]) -> object:
     """A rank-local task that may raise JobError; every rank stops if any failed."""
     from mpi4py import MPI
 
-    from .errors import agree
+    from dptrain.errors import agree
 
     def lowest_failed(failed: bool) -> int | None:
         mine = np.array([comm.Get_rank() if failed else comm.Get_size()], np.int64)
@@ -139,7 +139,7 @@ def _agree(comm, task: Callable[[], object]) -> object:
 
 def _hostnames(comm) -> list[str]:
     """Every rank's hostname, in rank order."""
-    from .outputs import HOSTNAME_BYTES, hostname_row, hostnames_from
+    from dptrain.outputs.report import HOSTNAME_BYTES, hostname_row, hostnames_from
     rows = np.empty((comm.Get_size(), HOSTNAME_BYTES), np.uint8)
     comm.Allgather(hostname_row(), rows)
     return hostnames_from(rows)
@@ -150,8 +150,8 @@ def _worker_gradient(config, x: np.ndarray, y: np.ndarray, widths: tuple, worker
     """gradient(w, k): the MSE gradient of this worker's batch k at weights w (TensorFlow)."""
     import tensorflow as tf
 
-    from .batches import Schedule
-    from .model import MLP, param_shapes, random_params
+    from dptrain.nets.builtin import MLP, param_shapes, random_params
+    from dptrain.step.batches import Schedule
     shapes = param_shapes(widths)
     size = sum(int(np.prod(s)) for s in shapes.values())
     if len(x) == 0:  # more workers than rows: this one has nothing to contribute
@@ -178,24 +178,25 @@ def _worker_gradient(config, x: np.ndarray, y: np.ndarray, widths: tuple, worker
 
 def main(config, source) -> None:
     """--mode async: rank 0 serves and reports, the others work."""
-    from .runtime import fast_defaults, size_thread_pools
+    from dptrain.ranks.runtime import fast_defaults, size_thread_pools
     fast_defaults(math.inf)  # before MPI starts: the server waits in Probe, yielding its core
     from mpi4py import MPI
 
-    from . import startup
-    from .data import load_shard
-    from .errors import fail
-    from .model import Builtin, param_shapes
+    from dptrain.data.source import load_shard
+    from dptrain.errors import fail
+    from dptrain.modes import start
+    from dptrain.nets import build
+    from dptrain.nets.builtin import Builtin, param_shapes
     comm = MPI.COMM_WORLD
     rank, size = comm.Get_rank(), comm.Get_size()
     if size < 2:
         fail("--mode async needs at least 2 ranks (a server and a worker), got 1")
     workers, hosts = size - 1, _hostnames(comm)
-    widths = startup.widths(config, source)
+    widths = build.widths(config, source)
     # Every fallible step is collective, so a failure on any rank stops all of them at once.
     shard = _agree(comm, lambda: load_shard(source, workers, rank - 1) if rank else None)
     layout = Builtin(widths, config.seed, config.dtype)
-    begin = _agree(comm, lambda: None if rank else startup.chief(config, layout, hosts,
+    begin = _agree(comm, lambda: None if rank else start.chief(config, layout, hosts,
                                                                  config.steps))
     on_host = comm.Split_type(MPI.COMM_TYPE_SHARED).Get_size()  # collective: every rank
     if rank:
@@ -211,7 +212,7 @@ def _serve_and_report(comm, config, params: dict, reporter, source, workers: int
     """Rank 0: serve until done, logging the full-data loss and staleness as it goes."""
     import os
 
-    from .outputs import atomic_write, say
+    from dptrain.outputs.report import atomic_write, say
     server = Server(comm, params, config.lr, config.steps)
     t0 = last_t = time.perf_counter()
     last_v, n = 0, source.rows
@@ -239,7 +240,7 @@ def _serve_and_report(comm, config, params: dict, reporter, source, workers: int
         f"({stats['updates_per_sec']:.0f}/s); staleness mean {stats['staleness_mean']:.2f}, "
         f"max {stats['staleness_max']}, histogram {stats['staleness_histogram']}")
     if config.output_dir:
-        from . import plot
+        from dptrain.outputs import plot
         applied = np.array(server.applied, np.int64).reshape(-1, 3)
         atomic_write(os.path.join(config.output_dir, "updates.npz"), lambda f: np.savez(
             f, applied_at=applied[:, 0], computed_on=applied[:, 1], worker=applied[:, 2]))

@@ -16,7 +16,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from .errors import JobError
+from dptrain.errors import JobError
 
 
 def load_function(spec: str) -> Callable:
@@ -114,14 +114,14 @@ class KerasNet:
         for name, v in zip(self.names, self.weights):
             v.assign(params[name])
 
-    # The layout side (startup): what a fresh start draws, what a loaded file must hold.
+    # The layout side (nets/build.py, modes/start.py): what a fresh start draws, what a loaded file must hold.
     def fresh(self) -> dict[str, np.ndarray]:
         """The weights the model was built with (Keras' initialisers, seeded by --seed)."""
         return self._initial
 
     def check(self, arrays: dict, where: str) -> dict[str, np.ndarray]:
         """arrays as this model's weights in its dtype, or a JobError naming what does not fit."""
-        from .model import check_arrays
+        from dptrain.nets.builtin import check_arrays
         shapes = {name: tuple(v.shape) for name, v in zip(self.names, self.weights)}
         return check_arrays(arrays, shapes, where, self.dtype, f"--model {self.spec}")
 

@@ -10,11 +10,11 @@ import horovod.tensorflow as hvd
 import numpy as np
 import tensorflow as tf
 
-from . import row_blocks
-from .batches import Schedule
-from .errors import JobError
-from .losses import Loss, MeanSquaredError
-from .optim import Optimizer
+from dptrain.errors import JobError
+from dptrain.step import row_blocks
+from dptrain.step.batches import Schedule
+from dptrain.step.losses import Loss, MeanSquaredError
+from dptrain.step.optim import Optimizer
 
 
 @dataclass(frozen=True)

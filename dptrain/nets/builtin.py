@@ -12,7 +12,7 @@ from dataclasses import dataclass
 import numpy as np
 import tensorflow as tf
 
-from .errors import JobError
+from dptrain.errors import JobError
 
 
 def param_shapes(widths: tuple[int, ...]) -> dict[str, tuple[int, int]]:

@@ -11,8 +11,8 @@ from typing import Protocol
 
 import numpy as np
 
-from .datafile import DataFile
-from .errors import JobError
+from dptrain.data.files import DataFile
+from dptrain.errors import JobError
 
 X_LO, X_HI = -2.0, 2.0
 

@@ -17,12 +17,14 @@ import horovod.tensorflow as hvd
 import tensorflow as tf
 from horovod.common.elastic import State as HorovodState
 
-from . import distributed, runtime, startup, sync
-from .batches import Schedule
-from .data import Source, load_shard
-from .errors import JobError, fail
-from .optim import Hyper, Optimizer
-from .outputs import Reporter, open_reporter, placement, say
+from dptrain.data.source import Source, load_shard
+from dptrain.errors import JobError, fail
+from dptrain.nets import build
+from dptrain.outputs.report import Reporter, open_reporter, placement, say
+from dptrain.ranks import distributed, runtime
+from dptrain.step import loop
+from dptrain.step.batches import Schedule
+from dptrain.step.optim import Hyper, Optimizer
 
 
 class State(HorovodState):
@@ -78,25 +80,25 @@ class Run:
         c, rank, size, k = self.config, hvd.rank(), hvd.size(), int(self.step.numpy())
         hosts = distributed.hostnames()  # a collective, but inside the loop: all ranks are here
         shard = load_shard(self.source, size, rank)
-        trainer = sync.Trainer(self.model, self.opt, shard.x, shard.y, shard.n_total, Schedule(
+        trainer = loop.Trainer(self.model, self.opt, shard.x, shard.y, shard.n_total, Schedule(
             shard.n_total, size, rank, len(shard.x), shard.n_total, c.seed, False),
-            sync.StepOptions(xla=self.xla))
+            loop.StepOptions(xla=self.xla))
         if rank == 0 and k == 0 and self.reporter is None:
             self.reporter = open_reporter(c.as_dict(), hosts, self.steps, 0, False)
         elif self.reporter:
             self.reporter.size = size
             say(f"elastic: {placement(hosts)}, from step {k}")
-        plan = sync.Plan(k, self.steps, c.log_every, c.steps_per_call or self.steps, c.log_every)
-        return sync.run(trainer, plan, sync.Hooks(self.log, save=self.commit))
+        plan = loop.Plan(k, self.steps, c.log_every, c.steps_per_call or self.steps, c.log_every)
+        return loop.run(trainer, plan, loop.Hooks(self.log, save=self.commit))
 
 
 def main(config, source: Source) -> None:
-    """--elastic: set up without collectives, then train inside Horovod's elastic loop."""
-    cost = startup.step_cost(config, source)
+    """--mode elastic: set up without collectives, then train inside Horovod's elastic loop."""
+    cost = build.step_cost(config, source)
     distributed.start(cost)  # Horovod: init, thread pools, one GPU per local rank
     try:  # every rank reads the same file or draws the same weights: no broadcast needed
-        layout, model = startup.network(config, source)
-        model.assign(startup.initial_params(config, layout))
+        layout, model = build.network(config, source)
+        model.assign(build.initial_params(config, layout))
     except JobError as e:
         fail(str(e))  # every rank fails alike; rank 0 says it
     opt = Optimizer(model.weights, model.names, Hyper.of(config))
@@ -110,5 +112,5 @@ def main(config, source: Source) -> None:
     if run.reporter:
         run.reporter.close()
         if config.output_dir:
-            from . import plot
+            from dptrain.outputs import plot
             plot.save_results(config.output_dir, model.params())

@@ -10,8 +10,9 @@ from typing import TypeVar
 import horovod.tensorflow as hvd
 import tensorflow as tf
 
-from . import errors, mpi_check, runtime, silence
-from .outputs import hostname_row, hostnames_from
+from dptrain import errors
+from dptrain.outputs.report import hostname_row, hostnames_from
+from dptrain.ranks import mpi_check, runtime, silence
 
 T = TypeVar("T")
 

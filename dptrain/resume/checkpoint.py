@@ -15,8 +15,8 @@ import re
 
 import numpy as np
 
-from .errors import JobError
-from .outputs import atomic_write, warn
+from dptrain.errors import JobError
+from dptrain.outputs.report import atomic_write, warn
 
 FORMAT = 1
 PATTERN = re.compile(r"ckpt-(\d{9})\.npz$")
