@@ -65,7 +65,7 @@ test-platform:
 
 test-mpi:
 	APT_EXTRA="$(TEST_PACKAGES)" bash scripts/setup.sh
-	$(RUN_TESTS) -m pytest tests/test_site_mpi.py -m site_mpi --durations=0 -s
+	$(RUN_TESTS) -m pytest tests/launch/test_site_mpi.py -m site_mpi --durations=0 -s
 
 HOROVOD_TESTS ?= ../shared/horovod-tests-v0.28.1
 KERAS2_VENV ?= .venv-keras2

@@ -5,7 +5,7 @@
 # Each runs to its end under horovodrun (the elastic ones with a host-discovery script, on
 # Gloo); then every rank's trainable weights must be bit-identical. A negative control runs one
 # example with Horovod's allreduce skipped and wants that check to fail. MNIST cannot be
-# downloaded: tests/horovod_examples/ serves scikit-learn's digits in its place. Under Keras 3
+# downloaded: tests/helpers/horovod_examples/ serves scikit-learn's digits in its place. Under Keras 3
 # the scripts' own two Keras 2 calls are tolerated (DPTRAIN_KERAS2_CALLS, see there); under
 # KERAS=2 nothing is. Knobs: VENV, NP, TIMEOUT (per run, s), EXAMPLES (names, default all).
 set -euo pipefail

@@ -27,18 +27,18 @@ KERAS=$(cat "$VENV/.setup-keras" 2>/dev/null || echo 3)
 # make them pass. What each meant is checked where named.
 deselected() {  # deselected SUITE NP -> "TEST<TAB>why" lines for this suite, Keras and NP
     local k3=(
-        "test_tensorflow.py::TensorFlowTests::test_horovod_syncbn_cpu	builds BatchNormalization(fused=False): Keras 3 has no fused (tests/test_keras3.py: sync_batch_norm)"
-        "test_tensorflow.py::TensorFlowTests::test_partial_distributed_gradient_tape	calls .ref() on Keras 3 variables, which have none (tests/test_keras3.py: partial_tape)"
-        "test_tensorflow2_keras.py::Tf2KerasTests::test_train_model_lr_schedule	Keras 2 API: keras.losses.mean_squared_error, ThresholdedReLU, optimizer.lr (tests/test_keras_api.py: lr_warmup, metric_average)"
-        "test_tensorflow2_keras.py::Tf2KerasTests::test_sparse_as_dense	RMSprop(lr=...): Keras 3 takes learning_rate= (tests/test_keras_api.py: sparse_as_dense)"
-        "test_tensorflow2_keras.py::Tf2KerasTests::test_sparse_as_dense_with_grad_aggregation	RMSprop(lr=...) (tests/test_keras_api.py: sparse_as_dense, accumulate)"
+        "test_tensorflow.py::TensorFlowTests::test_horovod_syncbn_cpu	builds BatchNormalization(fused=False): Keras 3 has no fused (tests/horovod/test_keras3.py: sync_batch_norm)"
+        "test_tensorflow.py::TensorFlowTests::test_partial_distributed_gradient_tape	calls .ref() on Keras 3 variables, which have none (tests/horovod/test_keras3.py: partial_tape)"
+        "test_tensorflow2_keras.py::Tf2KerasTests::test_train_model_lr_schedule	Keras 2 API: keras.losses.mean_squared_error, ThresholdedReLU, optimizer.lr (tests/horovod/test_keras_api.py: lr_warmup, metric_average)"
+        "test_tensorflow2_keras.py::Tf2KerasTests::test_sparse_as_dense	RMSprop(lr=...): Keras 3 takes learning_rate= (tests/horovod/test_keras_api.py: sparse_as_dense)"
+        "test_tensorflow2_keras.py::Tf2KerasTests::test_sparse_as_dense_with_grad_aggregation	RMSprop(lr=...) (tests/horovod/test_keras_api.py: sparse_as_dense, accumulate)"
         "test_tensorflow2_keras.py::Tf2KerasTests::test_legacy_optimizer	keras.optimizers.legacy is Keras 2's (KERAS=2 runs it)"
-        "test_tensorflow2_keras.py::Tf2KerasTests::test_gradient_aggregation_0	its Optimizer subclass passes no learning_rate, and apply_gradients(experimental_aggregate_gradients=) is Keras 2's (tests/test_keras_api.py: accumulate)"
+        "test_tensorflow2_keras.py::Tf2KerasTests::test_gradient_aggregation_0	its Optimizer subclass passes no learning_rate, and apply_gradients(experimental_aggregate_gradients=) is Keras 2's (tests/horovod/test_keras_api.py: accumulate)"
         "test_tensorflow2_keras.py::Tf2KerasTests::test_gradient_aggregation_1	as test_gradient_aggregation_0"
-        "test_tensorflow2_keras.py::Tf2KerasTests::test_gradient_aggregation_with_local_vars_0	as test_gradient_aggregation_0 (tests/test_keras_api.py: accumulate, partial_optimizer)"
+        "test_tensorflow2_keras.py::Tf2KerasTests::test_gradient_aggregation_with_local_vars_0	as test_gradient_aggregation_0 (tests/horovod/test_keras_api.py: accumulate, partial_optimizer)"
         "test_tensorflow2_keras.py::Tf2KerasTests::test_gradient_aggregation_with_local_vars_1	as test_gradient_aggregation_0"
-        "test_tensorflow2_keras.py::Tf2KerasTests::test_partial_distributed_optimizer	calls .ref() on Keras 3 variables (tests/test_keras_api.py: partial_optimizer)"
-        "test_tensorflow2_keras.py::Tf2KerasTests::test_broadcast_global_variables_callback_with_local_vars	calls .ref() on Keras 3 variables (tests/test_keras_api.py: broadcast_local_vars)"
+        "test_tensorflow2_keras.py::Tf2KerasTests::test_partial_distributed_optimizer	calls .ref() on Keras 3 variables (tests/horovod/test_keras_api.py: partial_optimizer)"
+        "test_tensorflow2_keras.py::Tf2KerasTests::test_broadcast_global_variables_callback_with_local_vars	calls .ref() on Keras 3 variables (tests/horovod/test_keras_api.py: broadcast_local_vars)"
         "test_tensorflow2_keras_process_sets.py::Tf2KerasProcessSetsTests::test_process_set_optimizer	its Optimizer subclass passes no learning_rate (KERAS=2 runs it)"
     )
     local both=(

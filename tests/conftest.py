@@ -22,6 +22,7 @@ pytest_plugins = ["no_skip"]  # DPTRAIN_NO_SKIP=1 (CI): a skipped test fails
 # or Horovod build can change, run on every platform CI checks; everything runs on the host.
 PLATFORM = pytest.mark.platform
 ROOT = Path(__file__).resolve().parent.parent
+HELPERS = ROOT / "tests" / "helpers"  # what the tests run or import besides themselves
 PYTHON = sys.executable
 BIN = Path(PYTHON).parent
 TAG_VAR = "DPTRAIN_TEST_TAG"  # marks every process a test starts, to find stragglers by PID
@@ -54,9 +55,10 @@ def launch_cmd(launcher: str, np_: int, *args: str, script: Path = TRAIN,
 
 
 def worker_errors(script: str, np_: int, out_dir: Path, timeout: float) -> dict:
-    """Run tests/SCRIPT on np_ ranks under mpirun: the {check: largest error} its rank 0 wrote."""
+    """Run tests/helpers/SCRIPT on np_ ranks under mpirun: the {check: largest error} its
+    rank 0 wrote."""
     out = out_dir / "errors.json"
-    res = run(launch_cmd("mpirun", np_, str(out), script=ROOT / "tests" / script), timeout=timeout)
+    res = run(launch_cmd("mpirun", np_, str(out), script=HELPERS / script), timeout=timeout)
     assert res.rc == 0, res.stdout + res.stderr
     return json.loads(out.read_text())
 
@@ -225,5 +227,5 @@ def mpirun() -> str:
 def hvd_single():
     """Horovod started in this test process as a world of one (once: TensorFlow's thread
     pools can be sized only before its runtime starts)."""
-    from dptrain import distributed
+    from dptrain.ranks import distributed
     return distributed.start(cost=0)

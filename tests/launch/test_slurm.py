@@ -6,7 +6,7 @@ import re
 import pytest
 
 import oracle
-from conftest import PLATFORM, ROOT, save_npz
+from conftest import HELPERS, PLATFORM, ROOT, save_npz
 from slurm_cluster import LocalSlurm
 
 STEPS = 200
@@ -85,7 +85,7 @@ def test_a_failing_rank_ends_the_batch_job_fast(slurm, tmp_path, launcher, kind)
     import time
     stamp = tmp_path / "fired"
     state, log = submit(slurm, tmp_path, ["-n", "2"], ["--steps", "1000000"], env={
-        "LAUNCHER": launcher, "PYTHONPATH": str(ROOT / "tests" / "faults"),
+        "LAUNCHER": launcher, "PYTHONPATH": str(HELPERS / "faults"),
         "DPTRAIN_FAULT": f"{kind}:1:300", "DPTRAIN_FAULT_STAMP": str(stamp)}, timeout=120)
     after = time.time() - float(stamp.read_text())
     print(f"fault {kind} under sbatch/{launcher}: the job ended {after:.1f} s after it")

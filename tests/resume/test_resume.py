@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from conftest import ROOT, TAG_VAR, job_env, kill_tagged, launch_cmd, read_metrics, run
+from conftest import HELPERS, ROOT, TAG_VAR, job_env, kill_tagged, launch_cmd, read_metrics, run
 
 pytestmark = pytest.mark.xdist_group("resume")  # the uninterrupted 600-step run is shared
 
@@ -129,7 +129,7 @@ def test_sigkill_at_a_random_step_loses_at_most_one_interval(whole600, tmp_path)
     whole = read_metrics(whole600 / "metrics.jsonl")
     out = tmp_path / "killed"
     res = run(launch_cmd("mpirun", 2, *flags(steps), "--output-dir", str(out)), timeout=120,
-              env={"PYTHONPATH": str(ROOT / "tests" / "faults"), "DPTRAIN_FAULT": f"kill:0:{at}",
+              env={"PYTHONPATH": str(HELPERS / "faults"), "DPTRAIN_FAULT": f"kill:0:{at}",
                    "DPTRAIN_FAULT_STAMP": str(tmp_path / "fired")})
     assert res.rc != 0 and (tmp_path / "fired").exists(), f"killed at {at}: {res.stderr}"
     saved = max(int(p.stem.split("-")[1]) for p in (out / "checkpoints").glob("ckpt-*.npz"))

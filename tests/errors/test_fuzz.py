@@ -15,11 +15,11 @@ from hypothesis import strategies as st
 
 import oracle
 from conftest import ROOT
-from dptrain import checkpoint
-from dptrain.data import open_source
+from dptrain.resume import checkpoint
+from dptrain.data.source import open_source
 from dptrain.errors import JobError
-from dptrain.model import Builtin, load_params
-from dptrain.outputs import atomic_write
+from dptrain.nets.builtin import Builtin, load_params
+from dptrain.outputs.report import atomic_write
 
 SEED_NET = Builtin((1, 5, 1), 0, "float64")  # the seed network's layout
 

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from conftest import PYTHON, ROOT, run
+from conftest import HELPERS, PYTHON, run
 
 pytestmark = pytest.mark.fast  # one small pytest run, no launcher
 
@@ -23,7 +23,7 @@ def test_a_skip_fails_only_where_every_test_must_run(strict: str, tmp_path) -> N
     (tmp_path / "test_x.py").write_text(SKIPPING)
     res = run([PYTHON, "-m", "pytest", "-q", "-p", "no_skip", "-p", "no:cacheprovider",
                str(tmp_path / "test_x.py")], cwd=tmp_path, timeout=60,
-              env={"PYTHONPATH": str(ROOT / "tests"), "DPTRAIN_NO_SKIP": strict})
+              env={"PYTHONPATH": str(HELPERS), "DPTRAIN_NO_SKIP": strict})
     if strict:
         assert res.rc == 1 and "1 failed, 1 passed" in res.stdout, res.stdout
         assert "skipped where DPTRAIN_NO_SKIP=1" in res.stdout

@@ -2,7 +2,7 @@
 Horovod's own test_tensorflow2_keras.py checks through Keras 2 code that Keras 3 rejects
 (scripts/horovod_tests.sh deselects those tests and names this file).
 
-tests/keras_api_worker.py runs each check against a float64 reference that every rank computes
+tests/helpers/keras_api_worker.py runs each check against a float64 reference that every rank computes
 alone: gradient accumulation, Keras 3's optimizer.apply(), sparse-as-dense, broadcast with
 local variables, PartialDistributedOptimizer, the warm-up callback with momentum correction, metric averaging, load_model.
 """

@@ -6,9 +6,9 @@ import time
 
 import pytest
 
-from conftest import PLATFORM, ROOT, killed_rank_report, launch_cmd, run
+from conftest import HELPERS, PLATFORM, killed_rank_report, launch_cmd, run
 
-FAULTS = ROOT / "tests" / "faults"  # its sitecustomize.py injects DPTRAIN_FAULT
+FAULTS = HELPERS / "faults"  # its sitecustomize.py injects DPTRAIN_FAULT
 LONG = ["--steps", "1000000", "--log-every", "100"]  # minutes of work, were it not stopped
 STEP = 300
 DEADLINE_S = 30

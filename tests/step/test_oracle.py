@@ -35,11 +35,11 @@ TOLERANCES = {np.float64: (1e-10, 1e-12, 1e-12, 1e-15), np.float32: (2e-5, 1e-6,
 @pytest.mark.parametrize("xla", [False, True])
 @pytest.mark.parametrize("n", [50, 7, 1])
 def test_tensorflow_step_matches_oracle(hvd_single, n: int, xla: bool, dtype: type) -> None:
-    from dptrain.batches import Schedule
-    from dptrain.data import Parabola, load_shard
-    from dptrain.model import MLP
-    from dptrain.optim import Hyper, Optimizer
-    from dptrain.sync import StepOptions, Trainer
+    from dptrain.step.batches import Schedule
+    from dptrain.data.source import Parabola, load_shard
+    from dptrain.nets.builtin import MLP
+    from dptrain.step.optim import Hyper, Optimizer
+    from dptrain.step.loop import StepOptions, Trainer
 
     def trainer(p: dict) -> Trainer:
         model = MLP(p)
@@ -77,10 +77,10 @@ def test_tensorflow_step_matches_oracle(hvd_single, n: int, xla: bool, dtype: ty
 @pytest.mark.parametrize("xla", [False, True])
 def test_non_finite_gradient_stops_before_the_update(hvd_single, xla: bool) -> None:
     """A NaN in the rows makes the combined gradient NaN: no update is applied from there on."""
-    from dptrain.batches import Schedule
-    from dptrain.model import MLP
-    from dptrain.optim import Hyper, Optimizer
-    from dptrain.sync import StepOptions, Trainer
+    from dptrain.step.batches import Schedule
+    from dptrain.nets.builtin import MLP
+    from dptrain.step.optim import Hyper, Optimizer
+    from dptrain.step.loop import StepOptions, Trainer
 
     p = oracle.draw_params(5, 3)
     model = MLP(p)
@@ -94,12 +94,12 @@ def test_non_finite_gradient_stops_before_the_update(hvd_single, xla: bool) -> N
 
 def test_the_loop_logs_saves_and_stops_where_its_plan_says(hvd_single) -> None:
     """sync.run in process: logged steps and losses, save points, and the stop at a NaN."""
-    from dptrain.batches import Schedule
-    from dptrain.data import Parabola, load_shard
+    from dptrain.step.batches import Schedule
+    from dptrain.data.source import Parabola, load_shard
     from dptrain.errors import JobError
-    from dptrain.model import MLP
-    from dptrain.optim import Hyper, Optimizer
-    from dptrain.sync import Hooks, Plan, Trainer, run
+    from dptrain.nets.builtin import MLP
+    from dptrain.step.optim import Hyper, Optimizer
+    from dptrain.step.loop import Hooks, Plan, Trainer, run
 
     p = oracle.draw_params(5, 11)
     model = MLP(p)
@@ -124,11 +124,11 @@ def test_the_loop_logs_saves_and_stops_where_its_plan_says(hvd_single) -> None:
 def test_accumulated_micro_batches_make_the_whole_batch_step(hvd_single, xla: bool) -> None:
     """--accumulate 4 on 7 rows (micro-batches of 1, 2, 2, 2 rows): the oracle's full-batch
     descent, in float64, with and without XLA."""
-    from dptrain.batches import Schedule
-    from dptrain.data import Parabola, load_shard
-    from dptrain.model import MLP
-    from dptrain.optim import Hyper, Optimizer
-    from dptrain.sync import StepOptions, Trainer
+    from dptrain.step.batches import Schedule
+    from dptrain.data.source import Parabola, load_shard
+    from dptrain.nets.builtin import MLP
+    from dptrain.step.optim import Hyper, Optimizer
+    from dptrain.step.loop import StepOptions, Trainer
 
     p = oracle.draw_params(5, 21)
     model = MLP(p)
@@ -145,7 +145,7 @@ def test_cross_entropy_and_hits_match_numpy() -> None:
     """losses.SoftmaxCrossEntropy against log-sum-exp written out in NumPy, float64."""
     import tensorflow as tf
 
-    from dptrain.losses import SoftmaxCrossEntropy
+    from dptrain.step.losses import SoftmaxCrossEntropy
     rng = np.random.default_rng(5)
     logits = rng.normal(size=(9, 4)) * 3
     labels = rng.integers(0, 4, size=(9, 1)).astype(np.float64)

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 from hypothesis import given, strategies as st
 
-from dptrain.data import Parabola, load_shard, shard_bounds
+from dptrain.data.source import Parabola, load_shard, shard_bounds
 
 pytestmark = pytest.mark.fast  # no launcher: in-process checks
 
@@ -61,7 +61,7 @@ def test_bad_request_is_refused() -> None:
 @pytest.mark.parametrize("ext", [".npy", ".npz", ".csv"])
 def test_every_file_format_reads_the_same_shards_as_the_built_in_data(ext, tmp_path) -> None:
     """One interface: a file holding the parabola gives each rank the rows Parabola gives it."""
-    from dptrain.data import open_source
+    from dptrain.data.source import open_source
     n = 23
     x = np.linspace(-2.0, 2.0, n).reshape(-1, 1)
     path = tmp_path / f"p{ext}"

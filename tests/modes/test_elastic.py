@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 
 import oracle
-from conftest import PLATFORM, ROOT, launch_cmd, read_metrics, relative_gap, run, save_npz
+from conftest import HELPERS, PLATFORM, ROOT, launch_cmd, read_metrics, relative_gap, run, save_npz
 
 pytestmark = PLATFORM  # horovodrun --gloo's elastic driver, its host discovery and blacklist
 
@@ -34,10 +34,10 @@ def test_a_killed_worker_is_survived_and_replaced(tmp_path) -> None:
     metrics = tmp_path / "elastic.jsonl"
     elastic = ("--min-np", "2", "--max-np", "3", "--host-discovery-script",
                str(ROOT / "scripts" / "discover_hosts.sh"), "--blacklist-cooldown-range", "1", "2")
-    res = run(launch_cmd("horovodrun-gloo", 3, "--elastic", *JOB, "--init-weights", str(init),
+    res = run(launch_cmd("horovodrun-gloo", 3, "--mode", "elastic", *JOB, "--init-weights", str(init),
                          "--metrics", str(metrics), options=elastic), timeout=240,
               env={"HOSTS_FILE": str(hosts), "HOROVOD_GLOO_TIMEOUT_SECONDS": "30",
-                   "PYTHONPATH": str(ROOT / "tests" / "faults"), "DPTRAIN_FAULT": "kill:2:600",
+                   "PYTHONPATH": str(HELPERS / "faults"), "DPTRAIN_FAULT": "kill:2:600",
                    "DPTRAIN_FAULT_STAMP": str(tmp_path / "fired")})
     out = res.stdout + res.stderr
     assert res.rc == 0, out[-4000:]

@@ -1,5 +1,5 @@
 """--model: a Keras model trained on P ranks (uneven shards) equals one process at every logged
-step, and one process equals Keras' own compile/fit (tests/keras_reference.py)."""
+step, and one process equals Keras' own compile/fit (tests/helpers/keras_reference.py)."""
 from __future__ import annotations
 
 import json
@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import MODELS, PYTHON, ROOT, launch_cmd, read_metrics, relative_gap, run
+from conftest import HELPERS, MODELS, PYTHON, launch_cmd, read_metrics, relative_gap, run
 
 STEPS, LOG_EVERY = 30, 5
 LR = {"dense": "0.3", "cnn": "0.05"}  # each descends steadily: no oscillation to amplify rounding
@@ -59,7 +59,7 @@ def test_p_ranks_equal_one_process_at_every_logged_step(model, dtype, digits, on
 @pytest.mark.parametrize("model", ["dense", "cnn"])
 def test_one_process_equals_keras_own_fit(model, digits, one_process) -> None:
     got = one_process(model, "float64")
-    res = run([PYTHON, str(ROOT / "tests" / "keras_reference.py"), str(digits),
+    res = run([PYTHON, str(HELPERS / "keras_reference.py"), str(digits),
                f"{MODELS}:{model}", "float64", str(STEPS), LR[model], "0"], timeout=120)
     assert res.rc == 0, res.stderr
     want = json.loads(res.stdout.splitlines()[-1])

@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 
 import oracle
-from conftest import (PLATFORM, PYTHON, ROOT, launch_cmd, read_metrics, relative_gap, run,
-                      save_npz)
+from conftest import (HELPERS, PLATFORM, PYTHON, ROOT, launch_cmd, read_metrics, relative_gap,
+                      run, save_npz)
 
 SEED_STEPS, LR = 2000, 0.01
 pytestmark = pytest.mark.xdist_group("distributed")  # one worker computes the references
@@ -90,7 +90,7 @@ def test_xla_compiled_steps_are_exact(n: int, np_: int, tmp_path) -> None:
 
 @pytest.mark.fast
 def test_xla_auto_is_for_long_steps_only(monkeypatch) -> None:
-    from dptrain.runtime import use_xla
+    from dptrain.ranks.runtime import use_xla
     monkeypatch.setenv("OMPI_COMM_WORLD_SIZE", "2")
     assert not use_xla("auto", 50 * 5 * 2)  # the seed job: 250 multiply-adds per rank
     assert not use_xla("auto", 2 * 10**6 - 2)
@@ -100,7 +100,7 @@ def test_xla_auto_is_for_long_steps_only(monkeypatch) -> None:
 
 SLACK_PROBE = """
 import ctypes, os, threading, sys
-from dptrain import runtime
+from dptrain.ranks import runtime
 runtime.fast_defaults(float(sys.argv[1]))
 def read(): print(ctypes.CDLL(None).prctl(30, 0, 0, 0, 0))  # PR_GET_TIMERSLACK, this thread's
 t = threading.Thread(target=read); t.start(); t.join()
@@ -137,7 +137,7 @@ def seed_program(seed_init, tmp_path_factory) -> list:
     """The seed's TF1-style float32 program from the same weights: [(step, loss), ...]."""
     out = tmp_path_factory.mktemp("tf1") / "losses.json"
     res = run(launch_cmd("none", 1, str(seed_init), str(out),
-                         script=ROOT / "tests" / "seed_tf1.py"), timeout=180)
+                         script=HELPERS / "seed_tf1.py"), timeout=180)
     assert res.rc == 0, res.stderr
     return [tuple(r) for r in json.loads(out.read_text())]
 

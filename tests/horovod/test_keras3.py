@@ -1,6 +1,6 @@
 """Keras 3 in the patched Horovod: its tape, broadcast, SyncBatchNormalization and model.fit.
 
-tests/keras3_worker.py runs each check on real MPI ranks against a reference that every rank
+tests/helpers/keras3_worker.py runs each check on real MPI ranks against a reference that every rank
 computes alone in float64 (the mean of all ranks' plain-TensorFlow gradients, rank 0's initial
 weights, BatchNormalization on all ranks' rows), so no Horovod collective checks itself.
 """

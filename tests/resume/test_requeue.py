@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 import oracle
-from conftest import PLATFORM, ROOT, launch_cmd, read_metrics, run, save_npz
+from conftest import HELPERS, PLATFORM, ROOT, launch_cmd, read_metrics, run, save_npz
 from slurm_cluster import LocalSlurm
 
 STEPS, LOG_EVERY, DELAY = 400, 10, 0.15  # DELAY s per update: 60 s of training in all
@@ -28,7 +28,7 @@ WAIT_S = 600  # two allocations and a hold, with room
 # Slurm's signals and requeue; the first test waits for every job, all on one worker.
 pytestmark = [pytest.mark.timeout(WAIT_S + 200), PLATFORM, pytest.mark.xdist_group("requeue")]
 SLURM_CPUS = 12  # six jobs of 1-2 tasks at once (the slurm fixture, conftest.py)
-FAULTS = str(ROOT / "tests" / "faults")  # DPTRAIN_STEP_DELAY slows each update, same numbers
+FAULTS = str(HELPERS / "faults")  # DPTRAIN_STEP_DELAY slows each update, same numbers
 
 
 class Job:

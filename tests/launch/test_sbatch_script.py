@@ -1,6 +1,6 @@
 """train.sbatch's own logic where a real Slurm cannot time it: Slurm's commands (srun, scontrol)
 and git are replaced by scripts that record what they were asked, and srun runs the job as one
-process. The real-Slurm runs are tests/test_slurm.py and tests/test_requeue.py."""
+process. The real-Slurm runs are tests/launch/test_slurm.py and tests/resume/test_requeue.py."""
 from __future__ import annotations
 
 import os

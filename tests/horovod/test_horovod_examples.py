@@ -1,5 +1,5 @@
 """The harness that runs Horovod's own example scripts unedited (scripts/horovod_examples.sh,
-tests/horovod_examples/): the data it serves in MNIST's place, and its weights check, which
+tests/helpers/horovod_examples/): the data it serves in MNIST's place, and its weights check, which
 must see ranks apart when they are (the script's negative control does the same end to end).
 """
 from __future__ import annotations
@@ -7,10 +7,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from conftest import PYTHON, ROOT, run
+from conftest import HELPERS, PYTHON, run
 
 pytestmark = pytest.mark.fast  # one plain process each, no launcher
-HERE = ROOT / "tests" / "horovod_examples"
+HERE = HELPERS / "horovod_examples"
 
 
 @pytest.fixture(scope="module")

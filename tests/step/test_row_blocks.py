@@ -1,4 +1,4 @@
-"""Block-by-block sums over rows (dptrain/row_blocks.py) equal the whole batch's: against the
+"""Block-by-block sums over rows (dptrain/step/row_blocks.py) equal the whole batch's: against the
 NumPy oracle's hand-derived gradient, and against TensorFlow's autodiff over all rows at once."""
 from __future__ import annotations
 
@@ -29,7 +29,7 @@ def test_block_sums_equal_the_oracle(hvd_single, block: int, xla: bool) -> None:
     gradient are the oracle's, float64, to 1e-12."""
     import tensorflow as tf
 
-    from dptrain import row_blocks
+    from dptrain.step import row_blocks
     p = oracle.draw_params(5, 8)
     x, y = oracle.seed_data(50)
     weights = [tf.Variable(p[k]) for k in ("W1", "b1", "W2", "b2")]
@@ -43,10 +43,10 @@ def test_block_sums_equal_the_oracle(hvd_single, block: int, xla: bool) -> None:
 
 
 def _trainer(p: dict, x: np.ndarray, y: np.ndarray, xla: bool, accumulate: int = 1):
-    from dptrain.batches import Schedule
-    from dptrain.model import MLP
-    from dptrain.optim import Hyper, Optimizer
-    from dptrain.sync import StepOptions, Trainer
+    from dptrain.step.batches import Schedule
+    from dptrain.nets.builtin import MLP
+    from dptrain.step.optim import Hyper, Optimizer
+    from dptrain.step.loop import StepOptions, Trainer
     model = MLP(p)
     n = len(x)
     return Trainer(model, Optimizer(model.weights, model.names, Hyper("sgd", 0.01)), x, y, n,
@@ -64,7 +64,7 @@ def test_blocked_step_equals_the_oracle_and_autodiff(hvd_single, dtype: type,
                                                      accumulate: int) -> None:
     """Under XLA the trainer sums 8229 rows block by block: its step and logged loss are the
     oracle's (float64 1e-12, float32 1e-5) and those of autodiff over all rows at once."""
-    from dptrain import row_blocks
+    from dptrain.step import row_blocks
     n = 2 * row_blocks.BLOCK + 37
     p = {k: v.astype(dtype) for k, v in oracle.draw_params(5, 13).items()}
     x, y = oracle.seed_data(n, dtype)
@@ -85,11 +85,11 @@ def test_blocked_step_equals_the_oracle_and_autodiff(hvd_single, dtype: type,
 def test_blocked_cross_entropy_counts_every_hit(hvd_single) -> None:
     """A 3-class network over 4101 rows: the blocked loss and hit count are the whole batch's
     (the hits exactly)."""
-    from dptrain.batches import Schedule
-    from dptrain.losses import SoftmaxCrossEntropy
-    from dptrain.model import MLP, random_params
-    from dptrain.optim import Hyper, Optimizer
-    from dptrain.sync import StepOptions, Trainer
+    from dptrain.step.batches import Schedule
+    from dptrain.step.losses import SoftmaxCrossEntropy
+    from dptrain.nets.builtin import MLP, random_params
+    from dptrain.step.optim import Hyper, Optimizer
+    from dptrain.step.loop import StepOptions, Trainer
     rng = np.random.default_rng(3)
     x = rng.normal(size=(4101, 4))
     y = rng.integers(0, 3, size=(4101, 1)).astype(np.float64)

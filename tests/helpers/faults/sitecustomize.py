@@ -8,15 +8,24 @@ It writes the time it fired to $DPTRAIN_FAULT_STAMP, so a test can time the job'
 DPTRAIN_STEP_DELAY=SECONDS makes every rank's every update take that much longer (a slow job
 for the time-limit tests, with the same numbers).
 Works under every launcher, since it needs nothing but the environment.
+
+It patches TARGET, the training step's one entry (every sync and elastic update goes through
+it). A rename cannot turn it off unnoticed: a process that imported dptrain's loop under
+another name, or ended without the patch, says so on stderr and exits 3; and
+tests/errors/test_fault_hook.py runs a job with each hook on and checks that it fired.
 """
 from __future__ import annotations
 
+import atexit
 import importlib.abc
 import importlib.machinery
 import os
 import signal
 import sys
 import time
+
+TARGET = ("dptrain.step.loop", "Trainer", "advance")  # module, class, method
+_patched: list[str] = []
 
 
 def _fire(kind: str, step: int) -> None:
@@ -31,41 +40,58 @@ def _fire(kind: str, step: int) -> None:
         os.kill(os.getpid(), signal.SIGKILL)
 
 
-def _slow(sync) -> None:
+def _wrap(module, around) -> None:
+    """Replace TARGET's method by around(original)."""
+    cls = getattr(module, TARGET[1])
+    setattr(cls, TARGET[2], around(getattr(cls, TARGET[2])))
+
+
+def _slow(advance):
     delay = float(os.environ["DPTRAIN_STEP_DELAY"])
-    advance = sync.Trainer.advance
 
     def slow(self, k: int, count: int) -> int:
         time.sleep(delay * count)
         return advance(self, k, count)
+    return slow
 
-    sync.Trainer.advance = slow
 
-
-def _patch(sync) -> None:
-    if os.environ.get("DPTRAIN_STEP_DELAY"):
-        _slow(sync)
-    if not os.environ.get("DPTRAIN_FAULT"):
-        return
-    from dptrain import launcher
-    kind, rank, step = os.environ["DPTRAIN_FAULT"].split(":")
-    if launcher.rank() != int(rank):
-        return
-    advance = sync.Trainer.advance
+def _faulty(advance):
+    kind, _, step = os.environ["DPTRAIN_FAULT"].split(":")
 
     def faulty(self, k: int, count: int) -> int:
         if k < int(step) <= k + count:
             _fire(kind, int(step))
         return advance(self, k, count)
+    return faulty
 
-    sync.Trainer.advance = faulty
+
+def _patch(module) -> None:
+    if os.environ.get("DPTRAIN_STEP_DELAY"):
+        _wrap(module, _slow)
+    if os.environ.get("DPTRAIN_FAULT"):
+        from dptrain.ranks import launcher
+        if launcher.rank() == int(os.environ["DPTRAIN_FAULT"].split(":")[1]):
+            _wrap(module, _faulty)
+    _patched.append(module.__name__)
+
+
+def _check_patched() -> None:
+    """At exit: a process that ran a training job's steps without the patch means TARGET
+    moved; say so, rather than let a fault test pass or fail for the wrong reason."""
+    stepped = [m for m in sys.modules if m.startswith("dptrain.modes.") and m.endswith(".job")
+               and not m.startswith("dptrain.modes.async_ps")]  # async's steps are NumPy's
+    if stepped and not _patched:
+        sys.stderr.write(f"tests/helpers/faults: {'.'.join(TARGET)} was never imported: the "
+                         "fault hook is stale (TARGET in its sitecustomize.py)\n")
+        sys.stderr.flush()
+        os._exit(3)
 
 
 class _Finder(importlib.abc.MetaPathFinder):
-    """Patches dptrain.sync right after it is first imported."""
+    """Patches TARGET's module right after it is first imported."""
 
     def find_spec(self, name, path, target=None):
-        if name != "dptrain.sync":
+        if name != TARGET[0]:
             return None
         spec = importlib.machinery.PathFinder.find_spec(name, path)
         run = spec.loader.exec_module
@@ -80,3 +106,4 @@ class _Finder(importlib.abc.MetaPathFinder):
 
 if os.environ.get("DPTRAIN_FAULT") or os.environ.get("DPTRAIN_STEP_DELAY"):
     sys.meta_path.insert(0, _Finder())
+    atexit.register(_check_patched)

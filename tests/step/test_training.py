@@ -10,8 +10,8 @@ from hypothesis import strategies as st
 
 import oracle
 from conftest import ROOT, launch_cmd, read_metrics, relative_gap, run, save_npz
-from dptrain.batches import Schedule
-from dptrain.data import shard_bounds
+from dptrain.step.batches import Schedule
+from dptrain.data.source import shard_bounds
 
 
 RUNS = itertools.count()

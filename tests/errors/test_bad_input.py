@@ -59,7 +59,7 @@ def _npy(array: np.ndarray) -> Callable[[Path], None]:
 
 def _checkpoint_run(optimizer: str) -> Callable[[Path], None]:
     def make(path: Path) -> None:  # what a 1-5-1 run with checkpoints leaves in --output-dir
-        from dptrain import checkpoint
+        from dptrain.resume import checkpoint
         p = oracle.draw_params(5, 1)
         slots = {f"velocity.{k}": np.zeros_like(v) for k, v in p.items()} if optimizer != "sgd" else {}
         checkpoint.save(str(path / "checkpoints"), 10, p, slots, {
@@ -126,6 +126,10 @@ FILES: dict[str, Callable[[Path], None]] = {
     "models.py": _text(USER_MODELS),
     "fractional.npz": lambda path: np.savez(path, x=np.zeros((3, 2)), y=np.array([0, 1, 2.5])),
     "negative.npz": lambda path: np.savez(path, x=np.zeros((3, 2)), y=np.array([0, -1, 2])),
+    "missing.json": lambda path: None,
+    "misspelt.yaml": _text("steps: 10\nstpes: 20\n"),
+    "words.toml": _text('lr = 0.1\nsteps = "ten"\n'),
+    "broken.json": _text('{"steps": 10,'),
 }
 
 

@@ -6,7 +6,7 @@ prints {"loss": [...], "accuracy": [...]} as JSON: element k is measured at the 
 updates (fit reports each epoch's loss from the forward pass before that epoch's update; the
 last comes from evaluate).
 
-    python tests/keras_reference.py DATA.npz FILE.py:FUNCTION DTYPE STEPS LR SEED
+    python tests/helpers/keras_reference.py DATA.npz FILE.py:FUNCTION DTYPE STEPS LR SEED
 """
 from __future__ import annotations
 
