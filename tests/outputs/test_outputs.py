@@ -70,14 +70,14 @@ def test_console_figure_tensorboard_and_replot(tmp_path) -> None:
     assert set(scalars["sec_per_step"]) == {r["step"] for r in records[1:]}
 
     (out / "fit.png").unlink()
-    res = run([PYTHON, "-m", "dptrain.plot", str(out)], timeout=60)
+    res = run([PYTHON, "-m", "dptrain.outputs.plot", str(out)], timeout=60)
     assert res.rc == 0, res.stderr
     assert res.stdout.strip() == str(out / "fit.png")
     assert matplotlib.image.imread(out / "fit.png").shape == image.shape
 
 
 def test_replot_of_a_non_run_directory_fails_cleanly(tmp_path) -> None:
-    res = run([PYTHON, "-m", "dptrain.plot", str(tmp_path)], timeout=60)
+    res = run([PYTHON, "-m", "dptrain.outputs.plot", str(tmp_path)], timeout=60)
     assert res.rc == 2
     assert len(res.error_lines()) == 1 and "not a finished run directory" in res.stderr
 
