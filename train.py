@@ -42,11 +42,12 @@ def main() -> None:
     else:
         preempt.release()
     source = start.data(config)  # every rank; a bad --data file fails here, at once
+    held_out = start.held_out(config, source)  # and a bad --val-data file
     if config.check:  # a job script's one-process check before it starts the ranks
         return
     # sync: Horovod's allreduce; elastic: the same, going on when ranks leave or join;
     # async: the contrasting design, a parameter server over mpi4py (dptrain/modes/).
-    modes.run(config, source)
+    modes.run(config, source, held_out)
 
 
 if __name__ == "__main__":

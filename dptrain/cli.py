@@ -14,6 +14,7 @@ from dptrain.ranks import launcher
 DEFAULT_STEPS = 2000
 OPTIMIZERS = ("sgd", "momentum", "adam")  # dptrain/step/optim.py implements them
 DTYPES = ("float32", "float64")  # float32 as TensorFlow and the seed program
+LR_SCHEDULES = ("constant", "cosine", "step", "exponential")  # dptrain/step/lr_schedule.py
 LOSSES = ("mse", "crossentropy")  # dptrain/step/losses.py implements them
 COMPRESSIONS = ("none", "fp16")  # Horovod's Compression.none / .fp16
 
@@ -33,6 +34,12 @@ class Config:
     beta1: float
     beta2: float
     eps: float
+    lr_schedule: str
+    warmup: int
+    lr_decay_rate: float
+    lr_decay_every: int
+    weight_decay: float
+    clip_norm: float | None
     hidden: tuple[int, ...]
     model: str | None
     loss: str
@@ -45,6 +52,9 @@ class Config:
     xla: str
     data: str | None
     target: str | None
+    val_data: str | None
+    val_every: int | None
+    early_stop: int | None
     init_weights: str | None
     metrics: str | None
     output_dir: str | None
@@ -104,6 +114,12 @@ def build_parser(where: str = "") -> argparse.ArgumentParser:
     d.add_argument("--data", metavar="FILE", help=".npy (2-D, target last), .npz (x, y) or "
                    ".csv (header) to train on instead")
     d.add_argument("--target", metavar="COLUMN", help="CSV target column (default: the last)")
+    d.add_argument("--val-data", metavar="FILE", help="held-out rows in --data's format: their "
+                   "loss (and accuracy) over the whole file is logged; each rank reads its part")
+    d.add_argument("--val-every", type=int, metavar="K", help="validate every K steps "
+                   "(default: each epoch; full-batch runs: each log)")
+    d.add_argument("--early-stop", type=int, metavar="PATIENCE", help="stop once the held-out "
+                   "loss has not improved for PATIENCE validations; the best weights are kept")
     t = p.add_argument_group("training")
     t.add_argument("--mode", choices=tuple(modes.PACKAGES), default="sync",
                    help="; ".join(f"{n}: {modes.declared(n).help}" for n in modes.PACKAGES))
@@ -125,6 +141,20 @@ def build_parser(where: str = "") -> argparse.ArgumentParser:
     t.add_argument("--beta1", type=float, default=0.9, help="adam: first-moment decay")
     t.add_argument("--beta2", type=float, default=0.999, help="adam: second-moment decay")
     t.add_argument("--eps", type=float, default=1e-8, help="adam: denominator epsilon")
+    t.add_argument("--lr-schedule", choices=LR_SCHEDULES, default="constant",
+                   help="the rate after the warm-up, by global step: cosine to 0 at the last "
+                   "step, step (x RATE every EVERY steps) or exponential (x RATE per EVERY)")
+    t.add_argument("--warmup", type=int, default=0, metavar="STEPS", help="rise linearly from "
+                   "lr/STEPS to lr over the first STEPS updates (docs/flags.md: why not lr/P)")
+    t.add_argument("--lr-decay-rate", type=float, default=0.1, metavar="RATE",
+                   help="step and exponential schedules: the factor per period")
+    t.add_argument("--lr-decay-every", type=int, default=0, metavar="EVERY",
+                   help="step and exponential schedules: the period in updates (0: a third of "
+                   "the updates after the warm-up)")
+    t.add_argument("--weight-decay", type=float, default=0.0, metavar="WD", help="adam: "
+                   "decoupled (AdamW); sgd and momentum: L2, WD * w added to the gradient")
+    t.add_argument("--clip-norm", type=float, metavar="C", help="scale the combined gradient "
+                   "down to global norm C when it is longer (the same on every rank)")
     t.add_argument("--hidden", type=_widths, default=(5,), metavar="H[,H...]",
                    help="tanh units per hidden layer of the built-in network, e.g. 5 or 16,16")
     t.add_argument("--model", metavar="FILE.py:FUNCTION", help="train your own Keras 3 model "
@@ -195,6 +225,23 @@ def _check(a: argparse.Namespace) -> None:
         (unit(a.beta1) and unit(a.beta2), f"--beta1/--beta2 must be in [0, 1), got "
          f"{a.beta1}/{a.beta2}"),
         (math.isfinite(a.eps) and a.eps > 0, f"--eps must be a positive number, got {a.eps}"),
+        (a.warmup >= 0, f"--warmup must be >= 0, got {a.warmup}"),
+        (a.steps is None or a.warmup <= a.steps,
+         f"--warmup {a.warmup} is longer than the run (--steps {a.steps})"),
+        (math.isfinite(a.lr_decay_rate) and 0 < a.lr_decay_rate <= 1,
+         f"--lr-decay-rate must be in (0, 1], got {a.lr_decay_rate}"),
+        (a.lr_decay_every >= 0, f"--lr-decay-every must be >= 0, got {a.lr_decay_every}"),
+        (math.isfinite(a.weight_decay) and a.weight_decay >= 0,
+         f"--weight-decay must be a number >= 0, got {a.weight_decay}"),
+        (a.clip_norm is None or (math.isfinite(a.clip_norm) and a.clip_norm > 0),
+         f"--clip-norm must be a positive number, got {a.clip_norm}"),
+        (a.val_every is None or a.val_every >= 1, f"--val-every must be >= 1, got {a.val_every}"),
+        (a.early_stop is None or a.early_stop >= 1,
+         f"--early-stop must be >= 1, got {a.early_stop}"),
+        (a.early_stop is None or a.val_data, "--early-stop needs held-out data (--val-data)"),
+        (a.early_stop is None or not (a.checkpoint_every or a.resume or a.checkpoint_on_signal),
+         "--early-stop keeps its best weights in memory: no --checkpoint-every, --resume or "
+         "--checkpoint-on-signal"),
         (all(h >= 1 for h in a.hidden), f"--hidden must be >= 1 per layer, got "
          f"{','.join(map(str, a.hidden))}"),
         (a.accumulate >= 1, f"--accumulate must be >= 1, got {a.accumulate}"),
@@ -229,6 +276,11 @@ OPTIONS = {
     "crossentropy": ("--loss crossentropy", lambda a: a.loss == "crossentropy"),
     "accumulate": ("--accumulate", lambda a: a.accumulate > 1),
     "compression": ("--compression", lambda a: a.compression != "none"),
+    "val_data": ("--val-data", lambda a: a.val_data is not None),
+    "lr_schedule": ("--lr-schedule or --warmup", lambda a: a.lr_schedule != "constant"
+                    or a.warmup > 0),
+    "weight_decay": ("--weight-decay", lambda a: a.weight_decay > 0),
+    "clip_norm": ("--clip-norm", lambda a: a.clip_norm is not None),
 }
 
 

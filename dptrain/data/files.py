@@ -23,8 +23,8 @@ class DataFile:
     """A data file opened for row-range reads in a given dtype (a data.Source); every problem
     raises one JobError line."""
 
-    def __init__(self, path: str, target: str | None, dtype: np.dtype):
-        self.path, self.target, self.dtype = path, target, dtype
+    def __init__(self, path: str, target: str | None, dtype: np.dtype, flag: str = "--data"):
+        self.path, self.target, self.dtype, self.flag = path, target, dtype, flag
         self.ext = os.path.splitext(path)[1].lower()
         if self.ext not in EXTENSIONS:
             self._fail(f"unknown extension '{self.ext or '(none)'}' (use {', '.join(EXTENSIONS)})")
@@ -39,7 +39,7 @@ class DataFile:
             self._fail("holds no data rows")
 
     def _fail(self, problem: str) -> None:
-        raise JobError(f"--data {self.path}: {problem}")
+        raise JobError(f"{self.flag} {self.path}: {problem}")
 
     @contextlib.contextmanager
     def _text_errors(self) -> Iterator[None]:

@@ -73,6 +73,20 @@ def open_source(data: str | None, target: str | None, n_points: int,
     return Parabola(n_points, dtype) if data is None else DataFile(data, target, dtype)
 
 
+def open_held_out(path: str, target: str | None, train: Source, classes: bool) -> Source:
+    """--val-data in the training data's dtype, refused (JobError) unless its rows have the
+    training rows' shape and, for classes, only classes the training data has."""
+    held_out = DataFile(path, target, train.dtype, "--val-data")
+    if (held_out.input_shape, held_out.outputs) != (train.input_shape, train.outputs):
+        raise JobError(f"--val-data {path}: rows of shape {held_out.input_shape} with "
+                       f"{held_out.outputs} target(s), the training rows have "
+                       f"{train.input_shape} with {train.outputs}")
+    if classes and class_count(held_out) > class_count(train):
+        raise JobError(f"--val-data {path}: has class {class_count(held_out) - 1}, the training "
+                       f"data's classes are 0..{class_count(train) - 1}")
+    return held_out
+
+
 def shard_bounds(n: int, size: int, rank: int) -> tuple[int, int]:
     """Half-open rows [start, stop) of rank's block; the first n % size blocks hold one more."""
     if n < 0 or size < 1 or not 0 <= rank < size:
@@ -108,7 +122,7 @@ def class_count(source: Source) -> int:
     """K for targets that are class indices 0..K-1 (K = the largest + 1), for --loss
     crossentropy; a JobError naming the first row whose target is not one."""
     t = np.asarray(source.targets(), np.float64)
-    where = "--data " + source.path if isinstance(source, DataFile) else "the built-in data"
+    where = f"{source.flag} {source.path}" if isinstance(source, DataFile) else "the built-in data"
     if t.ndim != 2 or t.shape[1] != 1:
         raise JobError(f"{where}: --loss crossentropy needs one class index per row, the "
                        f"targets have shape {t.shape}")

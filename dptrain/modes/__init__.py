@@ -14,6 +14,11 @@ def declared(name: str) -> Mode:
     return importlib.import_module(f"dptrain.modes.{PACKAGES[name]}").MODE
 
 
-def run(config, source) -> None:
-    """Run config's mode on source: import its job and call its main."""
-    importlib.import_module(f"dptrain.modes.{PACKAGES[config.mode]}.job").main(config, source)
+def run(config, source, held_out=None) -> None:
+    """Run config's mode on source (and --val-data's held_out source, for the modes that
+    have it): import its job and call its main."""
+    job = importlib.import_module(f"dptrain.modes.{PACKAGES[config.mode]}.job")
+    if held_out is None:
+        job.main(config, source)
+    else:
+        job.main(config, source, held_out)

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from dptrain import cli
-from dptrain.data.source import Source, open_source
+from dptrain.data.source import Source, open_held_out, open_source
 from dptrain.errors import JobError, fail
 from dptrain.nets.build import Layout, initial_params
 from dptrain.outputs import report
@@ -35,6 +35,18 @@ def data(config: cli.Config) -> Source:
     malformed --data file fails every rank alike, so rank 0's one line is the whole report."""
     try:
         return open_source(config.data, config.target, config.n_points, config.dtype)
+    except JobError as e:
+        fail(str(e))
+
+
+def held_out(config: cli.Config, source: Source) -> Source | None:
+    """--val-data, opened and checked against the training rows by every rank before
+    TensorFlow loads (None without it)."""
+    if not config.val_data:
+        return None
+    try:
+        return open_held_out(config.val_data, config.target, source,
+                             config.loss == "crossentropy")
     except JobError as e:
         fail(str(e))
 

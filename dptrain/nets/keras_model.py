@@ -114,7 +114,7 @@ class KerasNet:
         for name, v in zip(self.names, self.weights):
             v.assign(params[name])
 
-    # The layout side (nets/build.py, modes/start.py): what a fresh start draws, what a loaded file must hold.
+    # The layout side (nets/build.py): what a fresh start draws, what a loaded file must hold.
     def fresh(self) -> dict[str, np.ndarray]:
         """The weights the model was built with (Keras' initialisers, seeded by --seed)."""
         return self._initial

@@ -116,6 +116,10 @@ class Reporter:
             extra = extra | {"wall": before["wall"] + extra["wall"]}
         timing = "" if sec_per_step is None else f"  {sec_per_step * 1e3:8.3f} ms/step"
         score = f"  accuracy {extra['accuracy']:.4f}" if "accuracy" in extra else ""
+        if "val_loss" in extra:
+            score += f"  val_loss {extra['val_loss']:.6e}"
+        if "val_accuracy" in extra:
+            score += f"  val_accuracy {extra['val_accuracy']:.4f}"
         line = f"step {step:6d}  loss {loss:.6e}{score}{timing}  ranks {self.size}"
         if self._bar is not None:
             self._bar.set_postfix(loss=f"{loss:.4e}", refresh=False)
@@ -131,8 +135,9 @@ class Reporter:
             import tensorflow as tf
             with self._tb.as_default(step=step):
                 tf.summary.scalar("loss", tf.constant(loss, tf.float64))  # 1e70 fits
-                if "accuracy" in extra:
-                    tf.summary.scalar("accuracy", extra["accuracy"])
+                for name in ("accuracy", "val_loss", "val_accuracy", "lr"):
+                    if name in extra:
+                        tf.summary.scalar(name, tf.constant(extra[name], tf.float64))
                 if sec_per_step is not None:
                     tf.summary.scalar("sec_per_step", sec_per_step)
 
@@ -191,3 +196,19 @@ def save_config(path: str, config: dict) -> None:
 def save_weights(path: str, params: dict[str, np.ndarray]) -> None:
     """Weights in the --init-weights .npz format (W1, b1, ..., WL, bL)."""
     atomic_write(path, lambda f: np.savez(f, **params))
+
+
+def save_keras_model(path: str, model) -> None:
+    """A Keras model's .keras file, written beside its place and renamed into it, so a crash
+    never leaves half a file."""
+    folder, name = os.path.split(path)
+    fd, tmp = tempfile.mkstemp(prefix=f".{name}.", suffix=".keras", dir=folder or ".")
+    os.close(fd)
+    try:
+        model.save(tmp)
+        os.chmod(tmp, 0o666 & ~_umask())
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise

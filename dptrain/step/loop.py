@@ -31,10 +31,14 @@ class Trainer:
     """One rank's compiled steps over its own rows, and the full-data loss."""
 
     def __init__(self, model, opt: Optimizer, x: np.ndarray, y: np.ndarray,
-                 n_total: int, schedule: Schedule, options: StepOptions = StepOptions()):
+                 n_total: int, schedule: Schedule, options: StepOptions = StepOptions(),
+                 held_out: tuple[np.ndarray, np.ndarray, int] | None = None):
         self.model, self.opt, self.schedule, self.options = model, opt, schedule, options
         self.x, self.y, self.n_total = x, y, n_total
         self.tx, self.ty = tf.constant(x), tf.constant(y)  # the full-batch rows, made once
+        # --val-data: this rank's held-out rows and the file's row count.
+        self.held_out = held_out and (tf.constant(held_out[0]), tf.constant(held_out[1]),
+                                      held_out[2])
         # Rows are arguments of unknown count, never per-rank constants: every rank then
         # traces the same graph, so Horovod's allreduce names (taken from the gradient ops)
         # match across ranks. With per-rank shapes a 1-row shard got differently named
@@ -42,6 +46,7 @@ class Trainer:
         xs = tf.TensorSpec([None, *x.shape[1:]], x.dtype)
         ys = tf.TensorSpec([None, y.shape[1]], x.dtype)
         scalar, count = tf.TensorSpec([], x.dtype), tf.TensorSpec([], tf.int32)
+        step = tf.TensorSpec([], tf.int64)
         # Horovod: --compression fp16 casts each gradient to float16 before the allreduce and
         # back after it: half the bytes on the wire, float16's rounding in the sum.
         self._compression = (hvd.Compression.fp16 if options.compression == "fp16"
@@ -62,7 +67,7 @@ class Trainer:
         # or more, short ones lose). The allreduce stays outside it, in Horovod's hands.
         self._grads = tf.function(self._accumulated, jit_compile=options.xla,
                                   autograph=False) if ahead else None
-        self._steps = tf.function(self._updates, input_signature=[xs, ys, scalar, count],
+        self._steps = tf.function(self._updates, input_signature=[xs, ys, scalar, count, step],
                                   autograph=False)
         self._sums = tf.function(self._all_loss_sums, input_signature=[xs, ys],
                                  jit_compile=options.xla, autograph=False)
@@ -128,8 +133,10 @@ class Trainer:
             return value, gradient
         return share(xs, ys, scale)
 
-    def _update(self, xs: tf.Tensor, ys: tf.Tensor, scale: tf.Tensor) -> tf.Tensor:
-        """One update unless the combined gradient is not finite; returns whether it was."""
+    def _update(self, xs: tf.Tensor, ys: tf.Tensor, scale: tf.Tensor,
+                step: tf.Tensor) -> tf.Tensor:
+        """Update step + 1 unless the combined gradient is not finite; returns whether it
+        was applied."""
         with tf.GradientTape() as tape:
             share = self._share(xs, ys, scale)
         # Horovod: the tape's gradients are allreduced (ring-allreduce) before they are
@@ -141,20 +148,21 @@ class Trainer:
         finite = tf.reduce_all([tf.reduce_all(tf.math.is_finite(g)) for g in grads])
 
         def apply() -> tf.Tensor:
-            self.opt.apply(grads)
+            self.opt.apply(grads, step)
             return tf.constant(True)
         return tf.cond(finite, apply, lambda: tf.constant(False))
 
-    def _updates(self, xs: tf.Tensor, ys: tf.Tensor, scale: tf.Tensor,
-                 count: tf.Tensor) -> tf.Tensor:
-        """Up to `count` updates in one call (a compiled loop); returns how many were finite."""
+    def _updates(self, xs: tf.Tensor, ys: tf.Tensor, scale: tf.Tensor, count: tf.Tensor,
+                 first: tf.Tensor) -> tf.Tensor:
+        """Up to `count` updates after update `first` in one call (a compiled loop); returns
+        how many were finite."""
         # One call per step costs ~0.1-0.2 ms of Python and dispatch, as much as the seed step
         # itself: a full-batch run does its steps between two logs in one call instead.
         def more(done: tf.Tensor, ok: tf.Tensor) -> tf.Tensor:
             return tf.logical_and(ok, done < count)
 
         def step(done: tf.Tensor, ok: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
-            ok = self._update(xs, ys, scale)
+            ok = self._update(xs, ys, scale, first + tf.cast(done, tf.int64))
             return done + tf.cast(ok, tf.int32), ok
         done, _ = tf.while_loop(more, step, (tf.constant(0), tf.constant(True)))
         return done
@@ -168,7 +176,8 @@ class Trainer:
             rows = self.schedule.local_rows(k)
             xs, ys = self.x[rows], self.y[rows]
         scale = tf.constant(1.0 / elements, self.tx.dtype)
-        return int(self._steps(xs, ys, scale, tf.constant(count, tf.int32)).numpy())
+        return int(self._steps(xs, ys, scale, tf.constant(count, tf.int32),
+                               tf.constant(k, tf.int64)).numpy())
 
     def evaluate(self) -> tuple[float, dict]:
         """Collective: the loss of the current weights over all N samples of all ranks, and
@@ -180,6 +189,17 @@ class Trainer:
         return loss, ({"accuracy": float(sums[1]) / self.n_total} if self.options.loss.accuracy
                       else {})
 
+    def validate(self) -> dict:
+        """Collective: {"val_loss", and for classification "val_accuracy"} of the current
+        weights over every rank's held-out rows, in one allreduce."""
+        xs, ys, n = self.held_out
+        # Horovod: the held-out shards' loss terms (and hits) summed, on every rank alike.
+        sums = hvd.allreduce(self._sums(xs, ys), op=hvd.Sum, name="dptrain.val_loss")
+        sums = sums.numpy().astype(np.float64)
+        scores = {"val_loss": float(sums[0]) / self.options.loss.elements(n, ys.shape[1])}
+        return scores | ({"val_accuracy": float(sums[1]) / n} if self.options.loss.accuracy
+                         else {})
+
 
 @dataclass(frozen=True)
 class Plan:
@@ -190,6 +210,7 @@ class Plan:
     log_every: int  # log the full-data loss after every log_every-th update and the last
     per_call: int  # at most this many updates in one compiled call
     save_every: int = 0  # save after every save_every-th update (0: never)
+    val_every: int = 0  # validate (and log) after every val_every-th update and the last
 
 
 def _whole(fn: Callable[[tf.Tensor, tf.Tensor], list], xs: tf.Tensor, ys: tf.Tensor) -> list:
@@ -211,6 +232,7 @@ class Hooks:
     tick: Callable[[int], None] = _nothing
     save: Callable[[int], None] | None = None
     stop: Callable[[], bool] | None = None
+    early: Callable[[int, float], bool] | None = None  # (step, held-out loss): stop now?
 
 
 class Stopped(Exception):
@@ -227,21 +249,25 @@ def _next_multiple(k: int, every: int) -> int:
 
 
 def run(trainer: Trainer, plan: Plan, hooks: Hooks) -> float:
-    """Updates plan.start+1..plan.steps; log the full-data loss and save as the plan says;
-    raise JobError at the first non-finite loss (before saving: the newest checkpoint stays
-    good) or combined gradient, and Stopped at the first logged step after plan.start where
-    hooks.stop says so. Returns the last loss."""
+    """Updates plan.start+1..plan.steps; log the full-data loss, validate and save as the plan
+    says; raise JobError at the first non-finite loss (before saving: the newest checkpoint
+    stays good) or combined gradient, and Stopped at the first logged step after plan.start
+    where hooks.stop says so; end early where hooks.early says so. Returns the last loss."""
     t0 = last_t = time.perf_counter()
     k, last_k = plan.start, plan.start
     while True:
-        logging = k % plan.log_every == 0 or k == plan.steps
+        validating = plan.val_every and (k % plan.val_every == 0 or k == plan.steps)
+        logging = k % plan.log_every == 0 or k == plan.steps or validating
         saving = plan.save_every and k > plan.start and k % plan.save_every == 0
         if logging or saving:  # the loss of the weights after k updates (a collective)
             now = time.perf_counter()
             loss, scores = trainer.evaluate()
+            if validating:
+                scores |= trainer.validate()
             if logging:
+                rate = trainer.opt.rate(k)  # the next update's, where a schedule moves it
                 hooks.log(k, loss, (now - last_t) / (k - last_k) if k > last_k else None,
-                          scores | {"wall": now - t0})
+                          scores | ({} if rate is None else {"lr": rate}) | {"wall": now - t0})
                 last_t, last_k = time.perf_counter(), k  # step times leave the loss out
             if not math.isfinite(loss):
                 raise JobError(f"the loss is {loss} after step {k}: stopping")
@@ -250,10 +276,12 @@ def run(trainer: Trainer, plan: Plan, hooks: Hooks) -> float:
             # Past the start only: a stop asked for during start-up still trains up to here.
             if hooks.stop and plan.start < k < plan.steps and hooks.stop():
                 raise Stopped(k, bool(saving and hooks.save))
+            if validating and hooks.early and hooks.early(k, scores["val_loss"]):
+                return loss  # every rank has the same held-out loss: all end here
         if k == plan.steps:
             return loss
         stop = min(plan.steps, k + plan.per_call, _next_multiple(k, plan.log_every),
-                   _next_multiple(k, plan.save_every))
+                   _next_multiple(k, plan.save_every), _next_multiple(k, plan.val_every))
         done = trainer.advance(k, stop - k)
         hooks.tick(done)
         if done < stop - k:

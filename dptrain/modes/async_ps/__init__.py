@@ -8,4 +8,7 @@ MODE = Mode(
     (Lacks("applies plain SGD for --steps updates", ("optimizer", "epochs", "checkpoint_every",
                                                      "resume", "checkpoint_on_signal")),
      Lacks("trains the built-in network on --loss mse",
-           ("model", "crossentropy", "accumulate", "compression"), " (sync mode has them)")))
+           ("model", "crossentropy", "accumulate", "compression"), " (sync mode has them)"),
+     # Its updates take the constant --lr and the raw gradient; no held-out rows.
+     Lacks("trains at a constant --lr on the training rows",
+           ("lr_schedule", "weight_decay", "clip_norm", "val_data"), " (sync mode has them)")))

@@ -11,4 +11,7 @@ MODE = Mode(
                                  "checkpoint_on_signal")),
      # Its step is the built-in network's; a --model's variables are not in its state.
      Lacks("trains the built-in network on --loss mse",
-           ("model", "crossentropy", "accumulate", "compression"), " (sync mode has them)")))
+           ("model", "crossentropy", "accumulate", "compression"), " (sync mode has them)"),
+     # Its updates take the constant --lr and the raw gradient; no held-out rows.
+     Lacks("trains at a constant --lr on the training rows",
+           ("lr_schedule", "weight_decay", "clip_norm", "val_data"), " (sync mode has them)")))

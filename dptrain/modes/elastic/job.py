@@ -101,7 +101,7 @@ def main(config, source: Source) -> None:
         model.assign(build.initial_params(config, layout))
     except JobError as e:
         fail(str(e))  # every rank fails alike; rank 0 says it
-    opt = Optimizer(model.weights, model.names, Hyper.of(config))
+    opt = Optimizer(model.weights, model.names, Hyper.of(config, config.total_steps(1)))
     run = Run(config, source, model, opt, runtime.use_xla(config.xla, cost))
     try:
         # Horovod: run once() until it returns; on a rank's loss or a host change, reset the
