@@ -71,13 +71,16 @@ USES = {  # argv that uses each option a mode may lack
     "batch_size": ["--batch-size", "4"], "checkpoint_every": ["--checkpoint-every", "5"],
     "resume": ["--resume"], "checkpoint_on_signal": ["--checkpoint-on-signal"],
     "model": ["--model", "m.py:f"], "crossentropy": ["--loss", "crossentropy"],
-    "accumulate": ["--accumulate", "2"], "compression": ["--compression", "fp16"]}
+    "accumulate": ["--accumulate", "2"], "compression": ["--compression", "fp16"],
+    "val_data": ["--val-data", "v.npy"], "lr_schedule": ["--warmup", "5"],
+    "weight_decay": ["--weight-decay", "0.01"], "clip_norm": ["--clip-norm", "1"]}
+SCHEDULES = {"lr_schedule", "weight_decay", "clip_norm", "val_data"}
 CHECKPOINTS = {"checkpoint_every", "resume", "checkpoint_on_signal"}
 LACKS = {"sync": set(),  # what docs/flags.md promises each mode has not
-         "elastic": CHECKPOINTS | {"batch_size", "model", "crossentropy", "accumulate",
-                                   "compression"},
-         "async": CHECKPOINTS | {"optimizer", "epochs", "model", "crossentropy", "accumulate",
-                                 "compression"}}
+         "elastic": CHECKPOINTS | SCHEDULES | {"batch_size", "model", "crossentropy",
+                                               "accumulate", "compression"},
+         "async": CHECKPOINTS | SCHEDULES | {"optimizer", "epochs", "model", "crossentropy",
+                                             "accumulate", "compression"}}
 
 
 @pytest.mark.parametrize("name", sorted(LACKS))

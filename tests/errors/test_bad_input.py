@@ -130,6 +130,9 @@ FILES: dict[str, Callable[[Path], None]] = {
     "misspelt.yaml": _text("steps: 10\nstpes: 20\n"),
     "words.toml": _text('lr = 0.1\nsteps = "ten"\n'),
     "broken.json": _text('{"steps": 10,'),
+    "wide.npy": _npy(np.zeros((4, 3))),
+    "classes.npz": lambda path: np.savez(path, x=np.zeros((6, 2)), y=np.array([0, 1, 2] * 2)),
+    "more-classes.npz": lambda path: np.savez(path, x=np.ones((4, 2)), y=np.array([0, 3, 1, 2])),
 }
 
 

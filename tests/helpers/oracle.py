@@ -100,3 +100,65 @@ def train(p: dict, x: np.ndarray, y: np.ndarray, lr: float, steps: int, log_ever
                 m_hat, s_hat = m[name] / (1 - beta1 ** t), s[name] / (1 - beta2 ** t)
                 p[name] = p[name] - lr * m_hat / (np.sqrt(s_hat) + eps)
     return logged
+
+
+def scheduled_rate(lr: float, kind: str, warmup: int, total: int, decay: float, every: int,
+                   k: int) -> float:
+    """The rate of update k + 1 as docs/flags.md defines --lr-schedule and --warmup."""
+    if k < warmup:
+        return lr * (k + 1) / warmup
+    t, span = k - warmup, max(1, total - warmup)
+    period = every or max(1, span // 3)
+    return {"constant": lr, "cosine": lr * (1 + np.cos(np.pi * min(t, span) / span)) / 2,
+            "step": lr * decay ** (t // period), "exponential": lr * decay ** (t / period)}[kind]
+
+
+def train_with_options(p: dict, x: np.ndarray, y: np.ndarray, steps: int, log_every: int,
+                       rate, optimizer: str = "sgd", weight_decay: float = 0.0,
+                       clip_norm: float | None = None, val: tuple | None = None,
+                       patience: int | None = None) -> tuple[list[dict], dict]:
+    """Full-batch training with a rate per update (rate(k)), decay, clipping, validation at
+    every log and early stopping, as the docs define them: (records, final weights), the
+    records {step, loss[, val_loss]} at k = 0, log_every, ... and the last step run."""
+    p = {k: v.copy() for k, v in p.items()}
+    slots = {name: {"v": np.zeros_like(w), "m": np.zeros_like(w), "s": np.zeros_like(w)}
+             for name, w in p.items()}
+    records, best = [], (np.inf, None, 0)  # (loss, weights, validations since)
+    for k in range(steps + 1):
+        if k % log_every == 0 or k == steps:
+            records.append({"step": k, "loss": loss(p, x, y)})
+            if val is not None:
+                records[-1]["val_loss"] = loss(p, *val)
+                if records[-1]["val_loss"] < best[0]:
+                    best = (records[-1]["val_loss"], {n: w.copy() for n, w in p.items()}, 0)
+                else:
+                    best = (best[0], best[1], best[2] + 1)
+                if patience and best[2] >= patience:
+                    break
+        if k == steps:
+            break
+        g = gradient(p, x, y)
+        if clip_norm is not None:
+            norm = np.sqrt(sum(float((v * v).sum()) for v in g.values()))
+            g = {n: v * (clip_norm / max(norm, clip_norm)) for n, v in g.items()}
+        _apply(p, g, slots, rate(k), k + 1, optimizer, weight_decay)
+    return records, (best[1] if patience else p)
+
+
+def _apply(p: dict, g: dict, slots: dict, lr: float, t: int, optimizer: str,
+           weight_decay: float) -> None:
+    """One update in place: L2 for sgd and momentum (0.9), AdamW (0.9, 0.999, 1e-8)."""
+    for name in p:
+        s, gn = slots[name], g[name]
+        if optimizer != "adam":
+            gn = gn + weight_decay * p[name]
+        if optimizer == "sgd":
+            p[name] = p[name] - lr * gn
+        elif optimizer == "momentum":
+            s["v"] = 0.9 * s["v"] - lr * gn
+            p[name] = p[name] + s["v"]
+        else:
+            s["m"] = 0.9 * s["m"] + 0.1 * gn
+            s["s"] = 0.999 * s["s"] + 0.001 * gn ** 2
+            m_hat, s_hat = s["m"] / (1 - 0.9 ** t), s["s"] / (1 - 0.999 ** t)
+            p[name] = p[name] - lr * (m_hat / (np.sqrt(s_hat) + 1e-8) + weight_decay * p[name])
