@@ -16,7 +16,7 @@ VENV=${VENV:-$ROOT/.venv}
 [[ $VENV == /* ]] || VENV=$PWD/$VENV  # the runs start in other folders
 NP=${NP:-2}
 TIMEOUT=${TIMEOUT:-900}
-HERE=$ROOT/tests/horovod_examples
+HERE=$ROOT/tests/helpers/horovod_examples
 # The synthetic benchmarks on a small model and few batches (their defaults: ResNet-50, 110
 # batches of 32 at 224x224, an hour on two cores); the MNIST ones as written.
 SYNTH=(--model MobileNet --batch-size 4 --num-batches-per-iter 2 --num-iters 2)

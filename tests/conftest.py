@@ -162,6 +162,18 @@ def read_metrics(path: Path) -> list[dict]:
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
 
 
+def tensorboard_scalars(folder: Path) -> dict[str, dict[int, float]]:
+    """{tag: {step: value}} of every scalar in a TensorBoard folder's event files."""
+    import tensorflow as tf
+    scalars: dict[str, dict[int, float]] = {}
+    for events in folder.glob("events.out.tfevents.*"):
+        for event in tf.compat.v1.train.summary_iterator(str(events)):
+            for value in event.summary.value:
+                scalars.setdefault(value.tag, {})[event.step] = float(
+                    tf.make_ndarray(value.tensor))
+    return scalars
+
+
 def save_npz(path: Path, params: dict) -> Path:
     """Write an --init-weights file."""
     np.savez(path, **params)

@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from conftest import MODELS, PYTHON, TRAIN, read_metrics, run
+from conftest import MODELS, PYTHON, TRAIN, read_metrics, run, tensorboard_scalars
 
 pytestmark = pytest.mark.platform  # the Keras 3 file format, one process
 
@@ -49,13 +49,7 @@ def test_model_keras_loads_and_predicts_what_the_final_weights_predict(digits, t
 def _held_out_scores_reach_tensorboard(out) -> None:
     """Each logged step's val_loss and val_accuracy, in metrics.jsonl and in TensorBoard."""
     import numpy as np
-    import tensorflow as tf
-    scalars: dict[str, dict[int, float]] = {}
-    for events in (out / "tensorboard").glob("events.out.tfevents.*"):
-        for event in tf.compat.v1.train.summary_iterator(str(events)):
-            for value in event.summary.value:
-                scalars.setdefault(value.tag, {})[event.step] = float(
-                    tf.make_ndarray(value.tensor))
+    scalars = tensorboard_scalars(out / "tensorboard")
     records = read_metrics(out / "metrics.jsonl")
     assert [r["step"] for r in records] == [0, 3, 6]
     for key in ("val_loss", "val_accuracy"):  # TensorBoard keeps float32

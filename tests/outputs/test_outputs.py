@@ -6,7 +6,7 @@ import json
 import numpy as np
 
 import oracle
-from conftest import PYTHON, launch_cmd, read_metrics, run, save_npz
+from conftest import PYTHON, launch_cmd, read_metrics, run, save_npz, tensorboard_scalars
 
 
 def test_output_dir_holds_config_metrics_and_final_weights(tmp_path) -> None:
@@ -45,7 +45,6 @@ def test_output_dir_holds_config_metrics_and_final_weights(tmp_path) -> None:
 def test_console_figure_tensorboard_and_replot(tmp_path) -> None:
     """One 2-rank run: its console lines, fit.png, TensorBoard events, and a replot."""
     import matplotlib.image
-    import tensorflow as tf
 
     out = tmp_path / "run"
     res = run(launch_cmd("mpirun", 2, "--steps", "200", "--output-dir", str(out)), timeout=120)
@@ -57,12 +56,7 @@ def test_console_figure_tensorboard_and_replot(tmp_path) -> None:
     assert image.ndim == 3 and image.shape[0] > 200 and image.shape[1] > 400
     assert image.std() > 0.05  # not a blank canvas
 
-    scalars: dict[str, dict[int, float]] = {}
-    for events in (out / "tensorboard").glob("events.out.tfevents.*"):
-        for event in tf.compat.v1.train.summary_iterator(str(events)):
-            for value in event.summary.value:
-                scalars.setdefault(value.tag, {})[event.step] = float(
-                    tf.make_ndarray(value.tensor))
+    scalars = tensorboard_scalars(out / "tensorboard")
     records = read_metrics(out / "metrics.jsonl")
     assert set(scalars["loss"]) == {r["step"] for r in records}
     for r in records:  # TensorBoard keeps float32

@@ -5,6 +5,7 @@ import numpy as np
 import pytest
 
 import oracle
+from trainers import one_process_trainer
 
 pytestmark = pytest.mark.fast  # no launcher: in-process checks
 
@@ -35,18 +36,11 @@ TOLERANCES = {np.float64: (1e-10, 1e-12, 1e-12, 1e-15), np.float32: (2e-5, 1e-6,
 @pytest.mark.parametrize("xla", [False, True])
 @pytest.mark.parametrize("n", [50, 7, 1])
 def test_tensorflow_step_matches_oracle(hvd_single, n: int, xla: bool, dtype: type) -> None:
-    from dptrain.step.batches import Schedule
     from dptrain.data.source import Parabola, load_shard
-    from dptrain.nets.builtin import MLP
-    from dptrain.step.optim import Hyper, Optimizer
-    from dptrain.step.loop import StepOptions, Trainer
 
-    def trainer(p: dict) -> Trainer:
-        model = MLP(p)
-        opt = Optimizer(model.weights, model.names, Hyper("sgd", 0.01))
+    def trainer(p: dict):
         shard = load_shard(Parabola(n, dtype), 1, 0)
-        return Trainer(model, opt, shard.x, shard.y, n, Schedule(n, 1, 0, n, n, 0, False),
-                       StepOptions(xla=xla))
+        return one_process_trainer(p, shard.x, shard.y, xla=xla)
 
     loss_rtol, loss_atol, w_rtol, w_atol = TOLERANCES[dtype]
     p = {k: v.astype(dtype) for k, v in oracle.draw_params(5, n).items()}
@@ -77,35 +71,24 @@ def test_tensorflow_step_matches_oracle(hvd_single, n: int, xla: bool, dtype: ty
 @pytest.mark.parametrize("xla", [False, True])
 def test_non_finite_gradient_stops_before_the_update(hvd_single, xla: bool) -> None:
     """A NaN in the rows makes the combined gradient NaN: no update is applied from there on."""
-    from dptrain.step.batches import Schedule
-    from dptrain.nets.builtin import MLP
-    from dptrain.step.optim import Hyper, Optimizer
-    from dptrain.step.loop import StepOptions, Trainer
-
     p = oracle.draw_params(5, 3)
-    model = MLP(p)
     x = np.array([[0.5], [np.nan], [1.0]])
-    t = Trainer(model, Optimizer(model.weights, model.names, Hyper("sgd", 0.01)), x, x * x, 3,
-                Schedule(3, 1, 0, 3, 3, 0, False), StepOptions(xla=xla))
+    t = one_process_trainer(p, x, x * x, xla=xla)
     assert t.advance(0, 50) == 0
-    for k, v in model.params().items():
+    for k, v in t.model.params().items():
         np.testing.assert_array_equal(v, p[k])
 
 
 def test_the_loop_logs_saves_and_stops_where_its_plan_says(hvd_single) -> None:
     """sync.run in process: logged steps and losses, save points, and the stop at a NaN."""
-    from dptrain.step.batches import Schedule
     from dptrain.data.source import Parabola, load_shard
     from dptrain.errors import JobError
-    from dptrain.nets.builtin import MLP
-    from dptrain.step.optim import Hyper, Optimizer
-    from dptrain.step.loop import Hooks, Plan, Trainer, run
+    from dptrain.step.loop import Hooks, Plan, run
 
     p = oracle.draw_params(5, 11)
-    model = MLP(p)
     shard = load_shard(Parabola(50, np.float64), 1, 0)
-    t = Trainer(model, Optimizer(model.weights, model.names, Hyper("sgd", 0.01)), shard.x,
-                shard.y, 50, Schedule(50, 1, 0, 50, 50, 0, False))
+    t = one_process_trainer(p, shard.x, shard.y)
+    model = t.model
     logged, saved = [], []
     last = run(t, Plan(start=0, steps=130, log_every=50, per_call=1000, save_every=40),
                Hooks(lambda k, loss, *_: logged.append((k, loss)), save=saved.append))
@@ -124,18 +107,11 @@ def test_the_loop_logs_saves_and_stops_where_its_plan_says(hvd_single) -> None:
 def test_accumulated_micro_batches_make_the_whole_batch_step(hvd_single, xla: bool) -> None:
     """--accumulate 4 on 7 rows (micro-batches of 1, 2, 2, 2 rows): the oracle's full-batch
     descent, in float64, with and without XLA."""
-    from dptrain.step.batches import Schedule
     from dptrain.data.source import Parabola, load_shard
-    from dptrain.nets.builtin import MLP
-    from dptrain.step.optim import Hyper, Optimizer
-    from dptrain.step.loop import StepOptions, Trainer
 
     p = oracle.draw_params(5, 21)
-    model = MLP(p)
     shard = load_shard(Parabola(7, np.float64), 1, 0)
-    t = Trainer(model, Optimizer(model.weights, model.names, Hyper("sgd", 0.01)), shard.x,
-                shard.y, 7, Schedule(7, 1, 0, 7, 7, 0, False),
-                StepOptions(xla=xla, accumulate=4))
+    t = one_process_trainer(p, shard.x, shard.y, xla=xla, accumulate=4)
     assert t.advance(0, 40) == 40
     want = oracle.descend(p, *oracle.seed_data(7), 0.01, 40, 40)[-1][1]
     assert t.evaluate()[0] == pytest.approx(want, rel=1e-12)

@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 import oracle
+from trainers import one_process_trainer
 
 pytestmark = pytest.mark.fast  # no launcher: in-process checks
 
@@ -42,17 +43,6 @@ def test_block_sums_equal_the_oracle(hvd_single, block: int, xla: bool) -> None:
         np.testing.assert_allclose(g, want[name], rtol=1e-12, atol=1e-15)
 
 
-def _trainer(p: dict, x: np.ndarray, y: np.ndarray, xla: bool, accumulate: int = 1):
-    from dptrain.step.batches import Schedule
-    from dptrain.nets.builtin import MLP
-    from dptrain.step.optim import Hyper, Optimizer
-    from dptrain.step.loop import StepOptions, Trainer
-    model = MLP(p)
-    n = len(x)
-    return Trainer(model, Optimizer(model.weights, model.names, Hyper("sgd", 0.01)), x, y, n,
-                   Schedule(n, 1, 0, n, n, 0, False), StepOptions(xla=xla, accumulate=accumulate))
-
-
 # Two full blocks of row_blocks.BLOCK (4096) rows and a shorter last one: the trainer's loop
 # runs. float32 against the float64 oracle: the gradient's own float32 rounding.
 TOLERANCES = {np.float64: 1e-12, np.float32: 1e-5}
@@ -68,7 +58,8 @@ def test_blocked_step_equals_the_oracle_and_autodiff(hvd_single, dtype: type,
     n = 2 * row_blocks.BLOCK + 37
     p = {k: v.astype(dtype) for k, v in oracle.draw_params(5, 13).items()}
     x, y = oracle.seed_data(n, dtype)
-    blocked, whole = _trainer(p, x, y, True, accumulate), _trainer(p, x, y, False)
+    blocked = one_process_trainer(p, x, y, xla=True, accumulate=accumulate)
+    whole = one_process_trainer(p, x, y, xla=False)
     p64, x64, y64 = ({k: v.astype(np.float64) for k, v in p.items()}, x.astype(np.float64),
                      y.astype(np.float64))
     rtol = TOLERANCES[dtype]
@@ -85,21 +76,15 @@ def test_blocked_step_equals_the_oracle_and_autodiff(hvd_single, dtype: type,
 def test_blocked_cross_entropy_counts_every_hit(hvd_single) -> None:
     """A 3-class network over 4101 rows: the blocked loss and hit count are the whole batch's
     (the hits exactly)."""
-    from dptrain.step.batches import Schedule
+    from dptrain.nets.builtin import random_params
     from dptrain.step.losses import SoftmaxCrossEntropy
-    from dptrain.nets.builtin import MLP, random_params
-    from dptrain.step.optim import Hyper, Optimizer
-    from dptrain.step.loop import StepOptions, Trainer
     rng = np.random.default_rng(3)
     x = rng.normal(size=(4101, 4))
     y = rng.integers(0, 3, size=(4101, 1)).astype(np.float64)
     p = random_params((4, 6, 3), 1, np.float64)
     sums = []
     for xla in (True, False):
-        model = MLP(p)
-        t = Trainer(model, Optimizer(model.weights, model.names, Hyper()), x, y, 4101,
-                    Schedule(4101, 1, 0, 4101, 4101, 0, False),
-                    StepOptions(SoftmaxCrossEntropy, xla=xla))
+        t = one_process_trainer(p, x, y, loss=SoftmaxCrossEntropy, xla=xla)
         sums.append(t.evaluate())
     (blocked, scores), (whole, whole_scores) = sums
     assert blocked == pytest.approx(whole, rel=1e-12)
