@@ -319,9 +319,9 @@ def _from_file(path: str, parser: argparse.ArgumentParser, argv: list[str]) -> l
         values = config_file.read(path, set(Config.__dataclass_fields__))
         given = _given(parser, argv)
         for group in parser._mutually_exclusive_groups:  # --steps or --epochs: argv's choice
-            if given & {a.dest for a in group._group_actions}:
-                values = {k: v for k, v in values.items() if k not in given
-                          and k not in {a.dest for a in group._group_actions}}
+            dests = {a.dest for a in group._group_actions}
+            if given & dests:
+                values = {k: v for k, v in values.items() if k not in dests}
         tokens = config_file.as_flags(values, parser, path)
     except JobError as e:
         fail(str(e))

@@ -73,5 +73,5 @@ def as_flags(values: dict, parser: argparse.ArgumentParser, path: str) -> list[s
         elif isinstance(value, list):
             tokens += [flag, ",".join(str(v) for v in value)]
         else:
-            tokens += [flag, repr(value) if isinstance(value, float) else str(value)]
+            tokens += [flag, str(value)]  # a float's str is its repr: every bit kept
     return tokens

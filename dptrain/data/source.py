@@ -81,9 +81,11 @@ def open_held_out(path: str, target: str | None, train: Source, classes: bool) -
         raise JobError(f"--val-data {path}: rows of shape {held_out.input_shape} with "
                        f"{held_out.outputs} target(s), the training rows have "
                        f"{train.input_shape} with {train.outputs}")
-    if classes and class_count(held_out) > class_count(train):
-        raise JobError(f"--val-data {path}: has class {class_count(held_out) - 1}, the training "
-                       f"data's classes are 0..{class_count(train) - 1}")
+    if classes:  # each count reads every target of its file: once
+        held, trained = class_count(held_out), class_count(train)
+        if held > trained:
+            raise JobError(f"--val-data {path}: has class {held - 1}, the training data's "
+                           f"classes are 0..{trained - 1}")
     return held_out
 
 

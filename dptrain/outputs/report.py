@@ -16,17 +16,30 @@ from dptrain.errors import JobError
 
 def atomic_write(path: str, write: Callable[[IO[bytes]], None]) -> None:
     """Write through a temporary file in the same directory, fsync, rename: never half a file."""
+    def to_file(tmp: str) -> None:
+        with open(tmp, "wb") as f:
+            write(f)
+    atomic_save(path, to_file)
+
+
+def atomic_save(path: str, save: Callable[[str], None]) -> None:
+    """save(tmp) writes a temporary path beside `path` that ends as `path` does (model.keras:
+    Keras picks its format by the ending); it is fsync'd and renamed into place."""
     folder = os.path.dirname(os.path.abspath(path))
     fd, tmp = tempfile.mkstemp(dir=folder, prefix=".tmp-", suffix=os.path.basename(path))
+    os.close(fd)
     try:
-        with os.fdopen(fd, "wb") as f:
-            write(f)
-            f.flush()
-            os.fsync(f.fileno())
+        save(tmp)
+        fd = os.open(tmp, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
         os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes 0600; honour the user's umask instead
         os.replace(tmp, path)
     except BaseException:
-        os.unlink(tmp)
+        if os.path.exists(tmp):
+            os.unlink(tmp)
         raise
 
 
@@ -199,16 +212,5 @@ def save_weights(path: str, params: dict[str, np.ndarray]) -> None:
 
 
 def save_keras_model(path: str, model) -> None:
-    """A Keras model's .keras file, written beside its place and renamed into it, so a crash
-    never leaves half a file."""
-    folder, name = os.path.split(path)
-    fd, tmp = tempfile.mkstemp(prefix=f".{name}.", suffix=".keras", dir=folder or ".")
-    os.close(fd)
-    try:
-        model.save(tmp)
-        os.chmod(tmp, 0o666 & ~_umask())
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+    """A Keras model's .keras file (architecture and weights), written atomically."""
+    atomic_save(path, model.save)
